@@ -1,0 +1,143 @@
+import { randomUUID } from 'node:crypto';
+import { costLimitPlugin } from '@escape.tech/graphql-armor-cost-limit';
+import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { createYoga } from 'graphql-yoga';
+import { sql } from 'kysely';
+import type { Logger } from 'pino';
+import { pinoHttp } from 'pino-http';
+import type { Config } from './config.js';
+import { createContext } from './context.js';
+import type { Db } from './db.js';
+import { authRoutes } from './domains/auth/auth.routes.js';
+import { requireToken } from './domains/auth/authenticate.js';
+import { TokenService } from './domains/auth/tokens.js';
+import { AppError, problem } from './errors.js';
+import { openApiDocument } from './openapi.js';
+import { restRouter } from './rest.js';
+import { routes } from './routes.js';
+import { schema } from './schema.js';
+
+export interface App {
+  app: express.Express;
+  tokens: TokenService;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+/** Builds the HTTP application over an open, migrated database; `listen()` is the caller's (server.ts, tests). */
+export async function buildApp({ config, db, logger }: { config: Config; db: Db; logger: Logger }): Promise<App> {
+  const tokens = new TokenService(db, config);
+  await tokens.ensureSigningKey();
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.set('query parser', 'simple');
+
+  app.use(
+    pinoHttp({
+      logger,
+      genReqId: (req, res) => {
+        const incoming = req.headers['x-request-id'];
+        const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+        res.setHeader('X-Request-Id', id);
+        return id;
+      },
+      // Never a token, a secret or a body: only the method, path and the request id.
+      serializers: {
+        req: (req: { id: string; method: string; url: string }) => ({ id: req.id, method: req.method, path: req.url.split('?')[0] }),
+        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+      },
+      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+    }),
+  );
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', (_req, res) => {
+    sql`select 1`.execute(db).then(
+      () => res.json({ status: 'ok' }),
+      () => res.status(503).type('application/problem+json').json(problem(503, String(_req.id), 'The database is not reachable.')),
+    );
+  });
+
+  app.use(authRoutes(db, tokens, config.MAX_BODY_BYTES));
+
+  const openapi = openApiDocument(routes, config.publicUrl);
+  app.get('/openapi.json', (_req, res) => {
+    res.json(openapi);
+  });
+
+  const graphiql = config.GRAPHIQL ?? config.NODE_ENV !== 'production';
+  const yoga = createYoga<{ req: Request; res: Response }>({
+    schema,
+    graphqlEndpoint: '/graphql',
+    graphiql,
+    landingPage: false,
+    logging: {
+      debug: (...a) => logger.debug(a),
+      info: (...a) => logger.info(a),
+      warn: (...a) => logger.warn(a),
+      error: (...a) => logger.error(a),
+    },
+    context: ({ req }) => createContext({ db, principal: req.principal!, requestId: String(req.id), log: req.log }),
+    plugins: [
+      maxDepthPlugin({ n: config.GRAPHQL_MAX_DEPTH, ignoreIntrospection: true, flattenFragments: true }),
+      costLimitPlugin({ maxCost: config.GRAPHQL_MAX_COST, ignoreIntrospection: true }),
+    ],
+  });
+  const graphqlAuth = requireToken(db, tokens, ['ServiceApi']);
+  app.use(
+    yoga.graphqlEndpoint,
+    (req, res, next) => {
+      // The GraphiQL page itself needs no token (D4); every operation does.
+      if (graphiql && req.method === 'GET' && req.accepts(['application/json', 'text/html']) === 'text/html') return next();
+      graphqlAuth(req, res, next);
+    },
+    (req, res) => {
+      void yoga.handle(req, res, { req, res });
+    },
+  );
+
+  app.use(restRouter({ db, tokens, schema, maxBodyBytes: config.MAX_BODY_BYTES }, routes));
+
+  app.use((req, res) => {
+    res.status(404).type('application/problem+json').json(problem(404, String(req.id), `No resource at ${req.method} ${req.path}.`));
+  });
+
+  // Every error leaves as problem+json (D5); only expected errors carry their message.
+  app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    let status = 500;
+    let detail = 'An unexpected error occurred.';
+    let errors;
+    if (err instanceof AppError) {
+      status = err.status;
+      detail = err.message;
+      errors = err.fieldErrors;
+      for (const [k, v] of Object.entries(err.headers ?? {})) res.setHeader(k, v);
+    } else {
+      const e = err as { type?: string; status?: number; expose?: boolean };
+      if (e.type === 'entity.too.large') {
+        status = 413;
+        detail = `The request body is larger than ${config.MAX_BODY_BYTES} bytes.`;
+      } else if (e.type === 'entity.parse.failed') {
+        status = 400;
+        detail = 'The request body is not valid JSON.';
+      } else if (e.status === 415 || e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
+        status = 415;
+        detail = 'The request body encoding or charset is not supported.';
+      } else if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) {
+        status = e.status;
+        detail = 'The request could not be read.';
+      } else {
+        req.log.error({ err }, 'unhandled error');
+      }
+    }
+    if (res.headersSent) return;
+    res.status(status).type('application/problem+json').json(problem(status, String(req.id), detail, errors));
+  });
+
+  return { app, tokens };
+}

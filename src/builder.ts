@@ -1,0 +1,64 @@
+import SchemaBuilder from '@pothos/core';
+import DataloaderPlugin from '@pothos/plugin-dataloader';
+import RelayPlugin from '@pothos/plugin-relay';
+import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
+import type { Context } from './context.js';
+import { type Permission, hasPermission, requireNodePermission } from './domains/auth/permissions.js';
+import { ForbiddenError } from './errors.js';
+
+/** The schema's type parameters, exported for helpers that take Pothos builders of this schema. */
+export interface SchemaTypeParams {
+  Context: Context;
+  AuthScopes: { permission: Permission };
+  Scalars: {
+    JSON: { Input: unknown; Output: unknown };
+    ID: { Input: string; Output: string };
+  };
+  // Every connection carries a lazy count (D6 TotalCount), read only when the field is asked for.
+  Connection: { totalCount: () => Promise<number> };
+  DefaultEdgesNullability: false;
+  DefaultNodeNullability: false;
+  DefaultFieldNullability: false;
+}
+
+export type Types = PothosSchemaTypes.ExtendDefaultTypes<SchemaTypeParams>;
+
+/** The one Pothos builder. Domains add their types in `src/domains/<domain>/*.schema.ts`. */
+export const builder = new SchemaBuilder<SchemaTypeParams>({
+  plugins: [ScopeAuthPlugin, RelayPlugin, DataloaderPlugin],
+  // Non-null by default; fields guarded by a permission are declared nullable, so that a FORBIDDEN
+  // error nulls only that field and the rest of the query is still answered (D4).
+  defaultFieldNullability: false,
+  scopeAuth: {
+    authScopes: (ctx) => ({ permission: (p: Permission) => hasPermission(ctx.principal, p) }),
+    // D4: a missing permission is a FORBIDDEN error on that field only.
+    unauthorizedError: (_parent, _ctx, _info, result) => new ForbiddenError(result.message),
+  },
+  relay: {
+    clientMutationId: 'omit',
+    cursorType: 'String',
+    edgesFieldOptions: { nullable: false },
+    nodeFieldOptions: { nullable: false },
+    nodeQueryOptions: {
+      resolve: (_root, { id }, ctx, _info, resolveNode) => {
+        requireNodePermission(ctx.principal, id.typename);
+        return resolveNode(id);
+      },
+    },
+    nodesQueryOptions: {
+      resolve: (_root, { ids }, ctx, _info, resolveNodes) => {
+        for (const id of ids) requireNodePermission(ctx.principal, id.typename);
+        return resolveNodes(ids);
+      },
+    },
+  },
+});
+
+builder.queryType({});
+builder.mutationType({});
+
+builder.scalarType('JSON', {
+  description: 'Any JSON value.',
+  serialize: (v) => v,
+  parseValue: (v) => v,
+});

@@ -1,0 +1,14 @@
+import { loadConfig } from '../config.js';
+import { TokenService } from '../domains/auth/tokens.js';
+import { openMigratedDatabase } from '../runtime.js';
+
+// `npm run keys:rotate`: a new signing key; tokens signed by the old one stay valid until they expire.
+try {
+  const config = loadConfig();
+  const handle = await openMigratedDatabase(config);
+  console.log(`new signing key ${await new TokenService(handle.db, config).rotate()}`);
+  await handle.close();
+} catch (e) {
+  console.error(e instanceof Error ? e.message : e);
+  process.exit(1);
+}

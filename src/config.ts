@@ -1,0 +1,56 @@
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const envSchema = z
+  .object({
+    NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+    HOST: z.string().min(1).default('127.0.0.1'),
+    PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+    /** Public base URL: the token issuer and the printed URLs. Defaults to http://HOST:PORT. */
+    PUBLIC_URL: z.url().optional(),
+    DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+    DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+    DATA_DIR: z.string().min(1).default('./.data'),
+    TENANT_CONFIG: z.string().min(1).optional(),
+    TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86400).default(3600),
+    AUTH_ISSUER: z.string().min(1).optional(),
+    AUTH_JWKS_URL: z.url().optional(),
+    AUTH_TENANT_CLAIM: z.string().min(1).default('tenant'),
+    MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+    GRAPHQL_MAX_DEPTH: z.coerce.number().int().min(15).max(100).default(20),
+    GRAPHQL_MAX_COST: z.coerce.number().int().min(100).default(20000),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10000),
+    GRAPHIQL: bool.optional(),
+    /** base64url of 32 bytes: encrypts outbound provider secrets at rest. Unset: a key kept in the database. */
+    SECRETS_KEY: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'must be 32 bytes in base64url (43 characters)').optional(),
+  })
+  .refine((e) => (e.AUTH_ISSUER === undefined) === (e.AUTH_JWKS_URL === undefined), {
+    message: 'AUTH_ISSUER and AUTH_JWKS_URL must be set together',
+    path: ['AUTH_JWKS_URL'],
+  });
+
+export type Config = z.infer<typeof envSchema> & { publicUrl: string };
+
+/** Raised for an invalid environment; its message is the one line to print. */
+export class ConfigError extends Error {}
+
+/**
+ * Parses the environment once, at start-up. A bad value throws a ConfigError whose message names the
+ * variable, so the process can stop with one clear line.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // Empty strings mean "unset", as in most shells' `VAR= cmd`.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`Invalid environment variable ${String(issue.path[0] ?? '')}: ${issue.message}`);
+  }
+  const c = parsed.data;
+  const host = c.HOST.includes(':') ? `[${c.HOST}]` : c.HOST;
+  return { ...c, publicUrl: (c.PUBLIC_URL ?? `http://${host}:${c.PORT}`).replace(/\/$/, '') };
+}

@@ -1,0 +1,250 @@
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PGlite } from '@electric-sql/pglite';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
+import { createPgConfig } from '@electric-sql/pglite/node-postgres';
+import {
+  FileMigrationProvider,
+  type Generated,
+  type GeneratedAlways,
+  type Insertable,
+  Kysely,
+  Migrator,
+  PostgresDialect,
+  type Selectable,
+} from 'kysely';
+import pg from 'pg';
+
+// int8 (count(*), bigint ids) arrive as strings from both databases; ids stay strings, counts are
+// converted where read.
+
+export type DataTypeName = 'Boolean' | 'String' | 'Integer' | 'Decimal' | 'DateTime' | 'Date' | 'Time' | 'UserIdentifier';
+
+export interface SigningKeyTable {
+  kid: string;
+  alg: string;
+  private_jwk: unknown;
+  public_jwk: unknown;
+  created_at: Generated<Date>;
+  retired_at: Date | null;
+}
+
+export interface ServiceSecretTable {
+  name: string;
+  value: string;
+}
+
+export interface TenantTable {
+  id: Generated<string>;
+  key: string;
+  name: string;
+  matching_field_keys: string[];
+  external_id_field_key: string | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface ClientTable {
+  tenant_id: string;
+  client_id: string;
+  secret_hash: string;
+  scopes: string[];
+  permissions: string[];
+}
+
+export interface SubjectFieldTable {
+  tenant_id: string;
+  key: string;
+  name: string;
+  data_type: DataTypeName;
+  type_label: string;
+  required: boolean;
+  is_array: boolean;
+  position: number;
+}
+
+export interface StructureTypeTable {
+  tenant_id: string;
+  key: string;
+  name: string;
+  subject_assignable: boolean;
+}
+
+export interface StructureTypeFieldTable {
+  tenant_id: string;
+  structure_type_key: string;
+  key: string;
+  name: string;
+  data_type: DataTypeName;
+  type_label: string;
+  required: boolean;
+  position: number;
+}
+
+export interface StructuralEntityTable {
+  tenant_id: string;
+  id: GeneratedAlways<string>;
+  key: string;
+  display_name: string;
+  structure_type_key: string;
+  parent_key: string | null;
+  path: string[];
+  depth: GeneratedAlways<number>;
+  /** field key → canonical typed JSON value (see custom-fields.ts). */
+  custom_values: Record<string, unknown>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface UserGroupTable {
+  tenant_id: string;
+  key: string;
+  name: string;
+}
+
+export interface UserGroupStructuralEntityTable {
+  tenant_id: string;
+  group_key: string;
+  structural_entity_id: string;
+}
+
+export interface AppUserTable {
+  tenant_id: string;
+  id: string;
+  display_name: string;
+  email: string | null;
+  active: boolean;
+}
+
+export interface AppUserGroupTable {
+  tenant_id: string;
+  user_id: string;
+  group_key: string;
+}
+
+export interface PortalConfigTable {
+  tenant_id: string;
+  self_access_enabled: boolean;
+  third_party_access_enabled: boolean;
+  email_field_key: string | null;
+  display_name_field_key: string | null;
+  invitation_field_keys: string[];
+}
+
+export interface DataSourceTable {
+  tenant_id: string;
+  key: string;
+  name: string;
+  get_data_points_url: string;
+  token_url: string | null;
+  client_id: string | null;
+  client_secret_enc: string | null;
+  scope: string | null;
+  subject_identifier: string;
+  inbound_client_ids: string[];
+}
+
+export interface DataExtractTable {
+  tenant_id: string;
+  key: string;
+  name: string;
+  data_source_key: string;
+  options: unknown;
+}
+
+/** The one Kysely schema of the service. */
+export interface Database {
+  signing_key: SigningKeyTable;
+  service_secret: ServiceSecretTable;
+  tenant: TenantTable;
+  client: ClientTable;
+  subject_field: SubjectFieldTable;
+  structure_type: StructureTypeTable;
+  structure_type_field: StructureTypeFieldTable;
+  structural_entity: StructuralEntityTable;
+  user_group: UserGroupTable;
+  user_group_structural_entity: UserGroupStructuralEntityTable;
+  app_user: AppUserTable;
+  app_user_group: AppUserGroupTable;
+  portal_config: PortalConfigTable;
+  data_source: DataSourceTable;
+  data_extract: DataExtractTable;
+}
+
+export type Tenant = Selectable<TenantTable>;
+export type Client = Selectable<ClientTable>;
+export type SubjectField = Selectable<SubjectFieldTable>;
+export type StructureType = Selectable<StructureTypeTable>;
+export type StructureTypeField = Selectable<StructureTypeFieldTable>;
+export type StructuralEntityRow = Selectable<StructuralEntityTable>;
+export type NewStructuralEntity = Insertable<StructuralEntityTable>;
+export type SigningKey = Selectable<SigningKeyTable>;
+
+export type Db = Kysely<Database>;
+
+export interface DatabaseHandle {
+  db: Db;
+  kind: 'postgres' | 'pglite';
+  /** Closes the pool (and the embedded database). */
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  databaseUrl?: string | undefined;
+  dataDir: string;
+  poolSize?: number;
+}
+
+/**
+ * Opens PostgreSQL when a URL is given, else PGlite in `dataDir` through its node-postgres bridge, so one
+ * PostgresDialect (and the same SQL) serves both.
+ */
+export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandle> {
+  if (opts.databaseUrl) {
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10 });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    return { db, kind: 'postgres', close: () => db.destroy() };
+  }
+  await fs.mkdir(opts.dataDir, { recursive: true });
+  const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm } });
+  return wrapPglite(pglite);
+}
+
+/** Wraps an open PGlite instance (tests pass clones of a migrated template). */
+export function wrapPglite(pglite: PGlite): DatabaseHandle {
+  const pool = new pg.Pool(createPgConfig(pglite) as pg.PoolConfig);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    kind: 'pglite',
+    close: async () => {
+      await db.destroy();
+      await pglite.close();
+    },
+  };
+}
+
+const migrationFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../db/migrations');
+
+/** Runs pending migrations; throws with the failing migration's name. */
+export async function migrateToLatest(db: Db): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: new FileMigrationProvider({ fs, path, migrationFolder }) });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === 'Error');
+  if (error) {
+    throw new Error(`Migration ${failed?.migrationName ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  return (results ?? []).map((r) => r.migrationName);
+}
+
+/** Runs `fn` in a transaction, or inside the caller's when `db` already is one. */
+export async function inTransaction<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
+  return db.isTransaction ? fn(db) : db.transaction().execute(fn);
+}
+
+/** A PostgreSQL unique violation (SQLSTATE 23505), optionally of one constraint. */
+export function isUniqueViolation(e: unknown, constraint?: string): boolean {
+  const err = e as { code?: string; constraint?: string };
+  return err?.code === '23505' && (constraint === undefined || err.constraint === constraint);
+}

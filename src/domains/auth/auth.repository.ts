@@ -1,0 +1,41 @@
+import { sql } from 'kysely';
+import type { Db, SigningKey } from '../../db.js';
+
+/** The client of a tenant, by the tenant's key (token endpoint). */
+export async function findClientByTenantKey(db: Db, tenantKey: string, clientId: string) {
+  return db
+    .selectFrom('client')
+    .innerJoin('tenant', 'tenant.id', 'client.tenant_id')
+    .select(['tenant.id as tenantId', 'tenant.key as tenantKey', 'client.client_id as clientId', 'client.secret_hash as secretHash', 'client.scopes', 'client.permissions'])
+    .where('tenant.key', '=', tenantKey)
+    .where('client.client_id', '=', clientId)
+    .executeTakeFirst();
+}
+
+/** Signing keys to publish and verify with: the active one and those retired less than `graceSeconds` ago. */
+export async function listPublishedKeys(db: Db, graceSeconds: number): Promise<SigningKey[]> {
+  return db
+    .selectFrom('signing_key')
+    .selectAll()
+    .where((eb) => eb.or([eb('retired_at', 'is', null), eb('retired_at', '>', sql<Date>`now() - make_interval(secs => ${graceSeconds})`)]))
+    .orderBy('created_at', 'desc')
+    .execute();
+}
+
+export async function findActiveKey(db: Db): Promise<SigningKey | undefined> {
+  return db.selectFrom('signing_key').selectAll().where('retired_at', 'is', null).executeTakeFirst();
+}
+
+/** Inserts a key as the active one; `false` when another instance won the race (unique partial index). */
+export async function insertActiveKey(db: Db, key: { kid: string; alg: string; private_jwk: unknown; public_jwk: unknown }): Promise<boolean> {
+  const r = await db
+    .insertInto('signing_key')
+    .values({ ...key, private_jwk: JSON.stringify(key.private_jwk), public_jwk: JSON.stringify(key.public_jwk), retired_at: null })
+    .onConflict((oc) => oc.expression(sql`(true)`).where('retired_at', 'is', null).doNothing())
+    .executeTakeFirst();
+  return Number(r.numInsertedOrUpdatedRows ?? 0) > 0;
+}
+
+export async function retireActiveKey(db: Db): Promise<void> {
+  await db.updateTable('signing_key').set({ retired_at: sql<Date>`now()` }).where('retired_at', 'is', null).execute();
+}

@@ -1,0 +1,60 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { Db } from '../../db.js';
+import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
+import { findClientByTenantKey } from './auth.repository.js';
+import type { Principal, Scope } from './permissions.js';
+import { InvalidTokenError, type TokenService } from './tokens.js';
+
+declare module 'express-serve-static-core' {
+  interface Request {
+    principal?: Principal;
+  }
+}
+
+const quote = (s: string) => s.replace(/["\\]/g, '');
+
+/**
+ * The one resource-server check (D4), used by REST routes and /graphql alike: a verified bearer token of
+ * a known tenant and client, holding one of `scopes`. The tenant comes only from the token.
+ */
+export async function authenticate(db: Db, tokens: TokenService, authorization: string | undefined, scopes: readonly Scope[]): Promise<Principal> {
+  const match = /^Bearer[ ]+([^ ]+)[ ]*$/i.exec(authorization ?? '');
+  if (!match) throw new UnauthenticatedError('An access token is required.', 'Bearer');
+  const invalid = (why: string) =>
+    new UnauthenticatedError(why, `Bearer error="invalid_token", error_description="${quote(why)}"`);
+  let claims;
+  try {
+    claims = await tokens.verify(match[1]!);
+  } catch (e) {
+    if (e instanceof InvalidTokenError) throw invalid(e.message);
+    throw e;
+  }
+  const client = await findClientByTenantKey(db, claims.tenantKey, claims.clientId);
+  if (!client) throw invalid('The access token names an unknown tenant or client.');
+  const granted = new Set(claims.scopes);
+  if (!scopes.some((s) => granted.has(s))) {
+    throw new ForbiddenError(`The access token lacks the scope ${scopes.join(' or ')}.`, {
+      'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scopes.join(' ')}"`,
+    });
+  }
+  return {
+    tenantId: client.tenantId,
+    tenantKey: client.tenantKey,
+    clientId: client.clientId,
+    scopes: granted,
+    permissions: new Set(client.permissions),
+  };
+}
+
+/** Express middleware: sets `req.principal` or passes the 401/403 on to the problem+json handler. */
+export function requireToken(db: Db, tokens: TokenService, scopes: readonly Scope[]) {
+  return (req: Request, _res: Response, next: NextFunction) => {
+    authenticate(db, tokens, req.headers.authorization, scopes).then(
+      (p) => {
+        req.principal = p;
+        next();
+      },
+      next,
+    );
+  };
+}

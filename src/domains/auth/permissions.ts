@@ -1,0 +1,48 @@
+import { ForbiddenError } from '../../errors.js';
+
+/** The contract's permission strings (D4), plus the ones D4 adds. */
+export const PERMISSIONS = [
+  'List:Subject', 'View:Subject', 'Edit:Subject', 'Create:Subject',
+  'Create:SubjectLocation', 'Delete:SubjectLocation',
+  'View:SubjectAccessInvite', 'Create:SubjectAccessInvite', 'Delete:SubjectAccessInvite',
+  'List:User',
+  'List:StructuralEntity', 'View:StructuralEntity', 'Create:StructuralEntity', 'Edit:StructuralEntity',
+  'Refresh:DataSet', 'View:DataExtract', 'Create:DataExtract', 'Edit:DataExtract',
+] as const;
+
+export type Permission = (typeof PERMISSIONS)[number];
+
+export const SCOPES = ['ServiceApi', 'ServiceDataProviderApi'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** Who is calling: always derived from a verified token (D2: the tenant never comes from the request). */
+export interface Principal {
+  tenantId: string;
+  tenantKey: string;
+  clientId: string;
+  scopes: ReadonlySet<string>;
+  permissions: ReadonlySet<string>;
+}
+
+/** `*` in a client's configuration grants every permission. */
+export function hasPermission(principal: Principal, permission: Permission): boolean {
+  return principal.permissions.has(permission) || principal.permissions.has('*');
+}
+
+/** Throws FORBIDDEN naming the permission (for checks that depend on data, like create-or-edit). */
+export function requirePermission(principal: Principal, permission: Permission): void {
+  if (!hasPermission(principal, permission)) throw new ForbiddenError(`The client lacks the permission ${permission}.`);
+}
+
+/** node(id)/nodes(ids) demand the permission of the type's own root field (D4: as its REST twin). */
+export const NODE_VIEW_PERMISSION: Record<string, Permission> = {
+  StructuralEntity: 'View:StructuralEntity',
+  Subject: 'View:Subject',
+  DataExtract: 'View:DataExtract',
+};
+
+/** Throws FORBIDDEN unless the principal may view nodes of `typename`. */
+export function requireNodePermission(principal: Principal, typename: string): void {
+  const p = NODE_VIEW_PERMISSION[typename];
+  if (p) requirePermission(principal, p);
+}

@@ -1,0 +1,158 @@
+import { type Expression, type SqlBool, sql } from 'kysely';
+import type { FieldDef } from '../../custom-fields.js';
+import type { Db, StructuralEntityRow, StructureType } from '../../db.js';
+
+export type StructureTypeWithFields = StructureType & { fields: FieldDef[] };
+
+/** Entities by key, in no particular order (loaders sort). */
+export async function findEntitiesByKeys(db: Db, tenantId: string, keys: readonly string[]): Promise<StructuralEntityRow[]> {
+  if (keys.length === 0) return [];
+  return db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', 'in', keys).execute();
+}
+
+/** Structure types with their fields (ordered by position), in one query. */
+export async function findStructureTypes(db: Db, tenantId: string, keys: readonly string[]): Promise<StructureTypeWithFields[]> {
+  if (keys.length === 0) return [];
+  const rows = await db
+    .selectFrom('structure_type as t')
+    .leftJoin('structure_type_field as f', (j) => j.onRef('f.tenant_id', '=', 't.tenant_id').onRef('f.structure_type_key', '=', 't.key'))
+    .select(['t.tenant_id', 't.key', 't.name', 't.subject_assignable', 'f.key as fkey', 'f.name as fname', 'f.data_type', 'f.type_label', 'f.required'])
+    .where('t.tenant_id', '=', tenantId)
+    .where('t.key', 'in', keys)
+    .orderBy('t.key')
+    .orderBy('f.position')
+    .execute();
+  const byKey = new Map<string, StructureTypeWithFields>();
+  for (const r of rows) {
+    let t = byKey.get(r.key);
+    if (!t) byKey.set(r.key, (t = { tenant_id: r.tenant_id, key: r.key, name: r.name, subject_assignable: r.subject_assignable, fields: [] }));
+    if (r.fkey !== null) {
+      t.fields.push({ key: r.fkey, name: r.fname!, dataType: r.data_type!, typeLabel: r.type_label!, required: r.required!, isArray: false });
+    }
+  }
+  return [...byKey.values()];
+}
+
+/** The data types a custom field key has across the tenant's structure types (for OrderBy). */
+export async function structureFieldTypes(db: Db, tenantId: string, fieldKey: string) {
+  return db
+    .selectFrom('structure_type_field')
+    .select('data_type')
+    .distinct()
+    .where('tenant_id', '=', tenantId)
+    .where('key', '=', fieldKey)
+    .execute();
+}
+
+export interface EntityFilters {
+  parentKey?: string | null | undefined;
+  depth?: number | null | undefined;
+  searchTerm?: string | null | undefined;
+  subjectAssignable?: boolean | null | undefined;
+  structureTypeKey?: string | null | undefined;
+}
+
+/** Escapes LIKE wildcards so a search term matches literally. */
+export function likeContains(term: string): string {
+  return `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/**
+ * D7/D8 search rule: the term occurs case-insensitively, or its pg_trgm word_similarity to the text is
+ * at least 0.3.
+ */
+export function searchMatches(term: string, text: Expression<string>): Expression<SqlBool> {
+  return sql<SqlBool>`(${text} ILIKE ${likeContains(term)} OR word_similarity(${term}, ${text}) >= 0.3)`;
+}
+
+/** The filtered list of entities (D8 filters combine with AND); callers page it. */
+export function entityListQuery(db: Db, tenantId: string, f: EntityFilters) {
+  let q = db.selectFrom('structural_entity as e').selectAll('e').where('e.tenant_id', '=', tenantId);
+  if (f.parentKey !== undefined && f.parentKey !== null) q = q.where('e.parent_key', '=', f.parentKey);
+  if (f.depth !== undefined && f.depth !== null) q = q.where('e.depth', '=', f.depth);
+  if (f.structureTypeKey !== undefined && f.structureTypeKey !== null) q = q.where('e.structure_type_key', '=', f.structureTypeKey);
+  if (f.subjectAssignable !== undefined && f.subjectAssignable !== null) {
+    const assignable = f.subjectAssignable;
+    q = q.where((eb) =>
+      eb.exists(
+        eb.selectFrom('structure_type as t')
+          .select(sql`1`.as('one'))
+          .whereRef('t.tenant_id', '=', 'e.tenant_id')
+          .whereRef('t.key', '=', 'e.structure_type_key')
+          .where('t.subject_assignable', '=', assignable),
+      ),
+    );
+  }
+  if (f.searchTerm) {
+    const term = f.searchTerm;
+    q = q.where((eb) => eb.or([searchMatches(term, eb.ref('e.key')), searchMatches(term, eb.ref('e.display_name'))]));
+  }
+  return q;
+}
+
+export async function countRows(q: ReturnType<typeof entityListQuery>): Promise<number> {
+  const r = await q.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+  return Number(r.n);
+}
+
+export interface EntityWrite {
+  key: string;
+  display_name: string;
+  structure_type_key: string;
+  custom_values: Record<string, unknown>;
+}
+
+export async function insertEntity(db: Db, tenantId: string, e: EntityWrite, parent: StructuralEntityRow | null): Promise<StructuralEntityRow> {
+  return db
+    .insertInto('structural_entity')
+    .values({
+      tenant_id: tenantId,
+      key: e.key,
+      display_name: e.display_name,
+      structure_type_key: e.structure_type_key,
+      parent_key: parent?.key ?? null,
+      path: parent ? [...parent.path, parent.id] : [],
+      custom_values: JSON.stringify(e.custom_values) as unknown as Record<string, unknown>,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function updateEntity(db: Db, tenantId: string, id: string, e: EntityWrite): Promise<void> {
+  await db
+    .updateTable('structural_entity')
+    .set({
+      display_name: e.display_name,
+      structure_type_key: e.structure_type_key,
+      custom_values: JSON.stringify(e.custom_values) as unknown as Record<string, unknown>,
+      updated_at: sql<Date>`now()`,
+    })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .execute();
+}
+
+/**
+ * Moves `entity` under `parent` (null = top) with its whole subtree: each descendant's path keeps the
+ * part from the entity down and gets the new prefix, in one UPDATE (depth is derived from the path).
+ */
+export async function moveSubtree(db: Db, tenantId: string, entity: StructuralEntityRow, parent: StructuralEntityRow | null): Promise<void> {
+  const prefix = parent ? [...parent.path, parent.id] : [];
+  await db
+    .updateTable('structural_entity')
+    .set({ parent_key: parent?.key ?? null, path: sql`cast(${prefix} as bigint[])`, updated_at: sql<Date>`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', entity.id)
+    .execute();
+  await db
+    .updateTable('structural_entity')
+    .set({ path: sql`cast(${prefix} as bigint[]) || path[array_position(path, cast(${entity.id} as bigint)):]` })
+    .where('tenant_id', '=', tenantId)
+    .where(sql<SqlBool>`path @> array[cast(${entity.id} as bigint)]`)
+    .execute();
+}
+
+/** Serialises tree-shaping writes (creates under a parent, moves) of one tenant: paths stay consistent. */
+export async function lockTree(db: Db, tenantId: string): Promise<void> {
+  await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`tree:${tenantId}`}, 0))`.execute(db);
+}

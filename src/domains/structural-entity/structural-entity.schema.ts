@@ -1,0 +1,156 @@
+import { sql } from 'kysely';
+import { builder } from '../../builder.js';
+import { orderArgs } from '../../connections.js';
+import type { Context } from '../../context.js';
+import { jsonFieldSortExpr, sqlTypeOf } from '../../custom-fields.js';
+import { CustomFieldRef, CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../../custom-fields.schema.js';
+import type { StructuralEntityRow } from '../../db.js';
+import { ValidationError } from '../../errors.js';
+import { type PageArgs, type SortKey, paginate } from '../../paging.js';
+import { requirePermission } from '../auth/permissions.js';
+import {
+  type EntityFilters,
+  countRows,
+  entityListQuery,
+  findEntitiesByKeys,
+  findStructureTypes,
+  structureFieldTypes,
+} from './structural-entity.repository.js';
+import { upsertStructuralEntity } from './structural-entity.service.js';
+
+export const StructureTypeRef = builder.loadableObject('StructureType', {
+  load: (keys: string[], ctx: Context) => findStructureTypes(ctx.db, ctx.principal.tenantId, keys),
+  sort: (t) => t.key,
+  fields: (t) => ({
+    key: t.exposeString('key'),
+    name: t.exposeString('name'),
+    subjectAssignable: t.exposeBoolean('subject_assignable'),
+    customFields: t.field({ type: [CustomFieldRef], resolve: (st) => st.fields }),
+  }),
+});
+
+// A ref first, implemented below: the type refers to itself (parent, children).
+export const StructuralEntityRef = builder.loadableNodeRef('StructuralEntity', {
+  id: { resolve: (e: StructuralEntityRow) => e.key },
+  load: (keys: string[], ctx: Context) => findEntitiesByKeys(ctx.db, ctx.principal.tenantId, keys),
+  sort: (e) => e.key,
+});
+
+const StructuralEntityConnection = builder.connectionObject({ type: StructuralEntityRef, name: 'StructuralEntityConnection' });
+
+StructuralEntityRef.implement({
+  fields: (t) => ({
+    key: t.exposeString('key'),
+    displayName: t.exposeString('display_name'),
+    depth: t.exposeInt('depth', { description: '1 at the top; parent + 1 below.' }),
+    parentKey: t.exposeString('parent_key', { nullable: true }),
+    parent: t.field({ type: StructuralEntityRef, nullable: true, resolve: (e) => e.parent_key }),
+    structureType: t.field({ type: StructureTypeRef, resolve: (e) => e.structure_type_key }),
+    customFieldValues: t.field({
+      type: [CustomFieldValueRef],
+      resolve: async (e, _args, ctx) => {
+        const type = await StructureTypeRef.getDataloader(ctx).load(e.structure_type_key);
+        return customFieldValues(type.fields, e.custom_values);
+      },
+    }),
+    children: t.connection(
+      {
+        type: StructuralEntityRef,
+        nullable: true,
+        authScopes: { permission: 'List:StructuralEntity' },
+        args: orderArgs(t.arg),
+        resolve: (e, args, ctx) => listEntities(ctx, { parentKey: e.key }, args),
+      },
+      StructuralEntityConnection,
+    ),
+  }),
+});
+
+const BUILT_IN_ORDER: Record<string, Omit<SortKey, 'name' | 'id' | 'idType'>> = {
+  Key: { value: sql.ref('e.key'), type: 'text', nullable: false },
+  DisplayName: { value: sql.ref('e.display_name'), type: 'text', nullable: false },
+  Depth: { value: sql.ref('e.depth'), type: 'integer', nullable: false },
+  StructureTypeKey: { value: sql.ref('e.structure_type_key'), type: 'text', nullable: false },
+};
+
+/** D6 OrderBy for entities: a built-in key (any casing) or a structure-type custom field key. */
+async function entitySort(ctx: Context, orderBy: string | null | undefined): Promise<SortKey> {
+  const id = { id: sql.ref('e.key'), idType: 'text' as const };
+  const name = orderBy ?? 'Key';
+  if (BUILT_IN_ORDER[name]) return { name, ...BUILT_IN_ORDER[name], ...id };
+  const types = await structureFieldTypes(ctx.db, ctx.principal.tenantId, name);
+  if (types.length > 0) {
+    // A key with different data types in different structure types orders as text.
+    const type = types.length === 1 ? types[0]!.data_type : 'String';
+    return { name, value: jsonFieldSortExpr(sql.ref('e.custom_values'), name, type, false), type: sqlTypeOf(type), nullable: true, ...id };
+  }
+  const ci = Object.keys(BUILT_IN_ORDER).find((k) => k.toLowerCase() === name.toLowerCase());
+  if (ci) return { name: ci, ...BUILT_IN_ORDER[ci]!, ...id };
+  throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Key, DisplayName, Depth, StructureTypeKey or a custom field key.`);
+}
+
+/** One page of entities: the list behind the root field, `children`, and REST's list. */
+export async function listEntities(ctx: Context, filters: EntityFilters, args: PageArgs) {
+  const sort = await entitySort(ctx, args.orderBy);
+  const query = entityListQuery(ctx.db, ctx.principal.tenantId, filters);
+  return paginate<StructuralEntityRow>({ list: 'structuralEntity', query, count: () => countRows(query), sort, args });
+}
+
+builder.queryFields((t) => ({
+  structuralEntities: t.connection(
+    {
+      type: StructuralEntityRef,
+      nullable: true,
+      authScopes: { permission: 'List:StructuralEntity' },
+      args: {
+        parentKey: t.arg.string(),
+        depth: t.arg.int(),
+        searchTerm: t.arg.string(),
+        subjectAssignable: t.arg.boolean(),
+        structureTypeKey: t.arg.string(),
+        ...orderArgs(t.arg),
+      },
+      resolve: (_root, args, ctx) => listEntities(ctx, args, args),
+    },
+    StructuralEntityConnection,
+  ),
+  structuralEntity: t.field({
+    type: StructuralEntityRef,
+    nullable: true,
+    authScopes: { permission: 'View:StructuralEntity' },
+    args: { key: t.arg.string({ required: true }) },
+    resolve: (_root, args) => args.key,
+  }),
+}));
+
+const UpsertStructuralEntityInput = builder.inputType('UpsertStructuralEntityInput', {
+  fields: (t) => ({
+    key: t.string({ required: true }),
+    displayName: t.string({ description: 'Required on create; absent keeps the value.' }),
+    parentKey: t.string({ description: 'Absent keeps the parent; null moves the entity to the top.' }),
+    structureTypeKey: t.string({ description: 'Required on create; absent keeps the type.' }),
+    customFieldValues: t.field({ type: [CustomFieldValueInput], description: 'Sets the listed fields, keeps the others; a null value clears.' }),
+  }),
+});
+
+const UpsertStructuralEntityPayload = builder
+  .objectRef<{ entity: StructuralEntityRow; created: boolean }>('UpsertStructuralEntityPayload')
+  .implement({
+    fields: (t) => ({
+      structuralEntity: t.field({ type: StructuralEntityRef, resolve: (p) => p.entity }),
+      created: t.exposeBoolean('created'),
+    }),
+  });
+
+builder.mutationFields((t) => ({
+  upsertStructuralEntity: t.field({
+    type: UpsertStructuralEntityPayload,
+    nullable: true,
+    description: 'Creates (Create:StructuralEntity) or updates (Edit:StructuralEntity) an entity by key (D8).',
+    args: { input: t.arg({ type: UpsertStructuralEntityInput, required: true }) },
+    resolve: (_root, { input }, ctx) =>
+      upsertStructuralEntity(ctx.db, ctx.principal.tenantId, input, {
+        authorize: (exists) => requirePermission(ctx.principal, exists ? 'Edit:StructuralEntity' : 'Create:StructuralEntity'),
+      }),
+  }),
+}));

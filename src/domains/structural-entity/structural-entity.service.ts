@@ -1,0 +1,129 @@
+import { type FieldDef, type StoredValue, parseSentValues } from '../../custom-fields.js';
+import { type Db, type StructuralEntityRow, inTransaction, isUniqueViolation } from '../../db.js';
+import { ErrorCollector } from '../../errors.js';
+import { existingUserIds } from '../user/user.repository.js';
+import {
+  findEntitiesByKeys,
+  findStructureTypes,
+  insertEntity,
+  lockTree,
+  moveSubtree,
+  updateEntity,
+} from './structural-entity.repository.js';
+
+export const MAX_KEY_LENGTH = 256;
+export const MAX_NAME_LENGTH = 1000;
+
+/** The upsert body in GraphQL casing; an absent property is `undefined` (D8: absent = unchanged). */
+export interface UpsertEntityInput {
+  key: string;
+  displayName?: string | null | undefined;
+  parentKey?: string | null | undefined;
+  structureTypeKey?: string | null | undefined;
+  customFieldValues?: readonly { key: string; value?: unknown }[] | null | undefined;
+}
+
+export interface UpsertOptions {
+  /** Throws when the caller may not create (`exists` false) or edit (`exists` true). */
+  authorize?: (exists: boolean) => void;
+  /** Prefix of error paths (the tenant file reports `tenants[0].structuralEntities[2].key`). */
+  pathPrefix?: string;
+}
+
+/**
+ * Creates or updates one structural entity with every rule of D8, atomically. Used by the GraphQL
+ * mutation (and so REST) and by the tenant configuration file.
+ */
+export async function upsertStructuralEntity(
+  db: Db,
+  tenantId: string,
+  input: UpsertEntityInput,
+  opts: UpsertOptions = {},
+): Promise<{ entity: StructuralEntityRow; created: boolean }> {
+  const attempt = () => inTransaction(db, (trx) => upsertInTransaction(trx, tenantId, input, opts));
+  try {
+    return await attempt();
+  } catch (e) {
+    // Two concurrent creates of one key: the loser retries, and finds the entity to update.
+    if (!db.isTransaction && isUniqueViolation(e, 'structural_entity_key_uq')) return attempt();
+    throw e;
+  }
+}
+
+async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntityInput, opts: UpsertOptions) {
+  const at = (p: string) => `${opts.pathPrefix ?? ''}${p}`;
+  const errors = new ErrorCollector();
+  if (typeof input.key !== 'string' || input.key.trim() === '') errors.add(at('key'), 'Key is required.');
+  else if (input.key.length > MAX_KEY_LENGTH) errors.add(at('key'), `Key is longer than ${MAX_KEY_LENGTH} characters.`);
+  errors.throwIfAny();
+
+  if (input.parentKey !== undefined) await lockTree(db, tenantId);
+  const existing = (
+    await db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', '=', input.key).forUpdate().execute()
+  )[0];
+  opts.authorize?.(existing !== undefined);
+
+  if (input.displayName !== undefined || !existing) {
+    if (typeof input.displayName !== 'string' || input.displayName.trim() === '') errors.add(at('displayName'), 'DisplayName is required.');
+    else if (input.displayName.length > MAX_NAME_LENGTH) errors.add(at('displayName'), `DisplayName is longer than ${MAX_NAME_LENGTH} characters.`);
+  }
+  if ((input.structureTypeKey !== undefined || !existing) && (typeof input.structureTypeKey !== 'string' || input.structureTypeKey === '')) {
+    errors.add(at('structureTypeKey'), 'StructureTypeKey is required.');
+  }
+  const typeKey = input.structureTypeKey ?? existing?.structure_type_key;
+  const type = typeKey ? (await findStructureTypes(db, tenantId, [typeKey]))[0] : undefined;
+  if (typeKey && !type) errors.add(at('structureTypeKey'), `Unknown structure type '${typeKey}'.`);
+
+  let parent: StructuralEntityRow | null = null;
+  let move = false;
+  if (input.parentKey !== undefined && input.parentKey !== null) {
+    parent = (await findEntitiesByKeys(db, tenantId, [input.parentKey]))[0] ?? null;
+    if (!parent) errors.add(at('parentKey'), `Unknown parent '${input.parentKey}'.`);
+    else if (existing && (parent.id === existing.id || parent.path.map(String).includes(String(existing.id)))) {
+      errors.add(at('parentKey'), `'${input.parentKey}' is '${input.key}' itself or one of its descendants; an entity cannot be its own ancestor.`);
+    }
+    move = existing !== undefined && existing.parent_key !== input.parentKey;
+  } else if (input.parentKey === null) {
+    move = existing !== undefined && existing.parent_key !== null;
+  }
+
+  const values: Record<string, unknown> = {};
+  if (type) {
+    const fields = new Map<string, FieldDef>(type.fields.map((f) => [f.key, f]));
+    // Values survive a type change only for fields of the same key and data type in the new type.
+    const previous = existing?.custom_values ?? {};
+    const previousType = existing && existing.structure_type_key !== type.key ? (await findStructureTypes(db, tenantId, [existing.structure_type_key]))[0] : type;
+    for (const [k, v] of Object.entries(previous)) {
+      const was = previousType?.fields.find((f) => f.key === k);
+      if (fields.get(k)?.dataType === was?.dataType) values[k] = v;
+    }
+    const parsed = parseSentValues(input.customFieldValues ?? [], fields, at('customFieldValues'), errors);
+    const known = await existingUserIds(db, tenantId, parsed.userRefs.map((r) => r.userId));
+    for (const r of parsed.userRefs) if (!known.has(r.userId)) errors.add(r.path, `Unknown user '${r.userId}'.`);
+    for (const [k, v] of parsed.values) {
+      if (v === null) delete values[k];
+      else values[k] = v satisfies StoredValue;
+    }
+    for (const f of type.fields) {
+      if (f.required && values[f.key] === undefined && !parsed.values.has(f.key)) {
+        errors.add(at('customFieldValues'), `Custom field '${f.key}' is required.`);
+      }
+    }
+  }
+  errors.throwIfAny();
+
+  const write = {
+    key: input.key,
+    display_name: input.displayName ?? existing!.display_name,
+    structure_type_key: type!.key,
+    custom_values: values,
+  };
+  if (!existing) {
+    const entity = await insertEntity(db, tenantId, write, parent);
+    return { entity, created: true };
+  }
+  await updateEntity(db, tenantId, existing.id, write);
+  if (move) await moveSubtree(db, tenantId, existing, parent);
+  const entity = (await findEntitiesByKeys(db, tenantId, [existing.key]))[0]!;
+  return { entity, created: false };
+}

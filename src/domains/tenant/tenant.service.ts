@@ -1,0 +1,268 @@
+import { sql } from 'kysely';
+import type { Db } from '../../db.js';
+import { ValidationError } from '../../errors.js';
+import { hashSecret, verifySecret } from '../auth/secrets.js';
+import type { SecretBox } from '../data/secret-box.js';
+import { upsertStructuralEntity } from '../structural-entity/structural-entity.service.js';
+import { type TenantConfig, type TenantFile, jsonPath, tenantFileSchema } from './tenant-config.js';
+
+/** An invalid tenant file: every problem with its JSON path. Nothing was written. */
+export class TenantConfigError extends Error {
+  constructor(readonly problems: { path: string; message: string }[]) {
+    super(`Invalid tenant configuration:\n${problems.map((p) => `  ${p.path}: ${p.message}`).join('\n')}`);
+  }
+}
+
+/** Validates a parsed JSON document against D3, throwing TenantConfigError with every bad path. */
+export function parseTenantFile(doc: unknown): TenantFile {
+  const r = tenantFileSchema.safeParse(doc);
+  if (!r.success) throw new TenantConfigError(r.error.issues.map((i) => ({ path: jsonPath(i.path), message: i.message })));
+  return r.data;
+}
+
+/**
+ * Applies a tenant file in one transaction (D3): upserts every section, never deletes subjects, entities
+ * or cached data, and is idempotent (a secret whose stored hash already verifies keeps its hash). Any
+ * problem, including references to keys that exist neither in the file nor in the database, rolls back
+ * everything.
+ */
+export async function applyTenantFile(db: Db, secrets: SecretBox, doc: unknown): Promise<{ tenantKeys: string[] }> {
+  const file = parseTenantFile(doc);
+  await secrets.ready();
+  await db.transaction().execute(async (trx) => {
+    for (const [i, t] of file.tenants.entries()) await applyTenant(trx, secrets, t, `tenants[${i}]`);
+  });
+  return { tenantKeys: file.tenants.map((t) => t.key) };
+}
+
+async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: string): Promise<void> {
+  const problems: { path: string; message: string }[] = [];
+  const problem = (path: string, message: string) => problems.push({ path: `${at}.${path}`, message });
+
+  const tenant = await db
+    .insertInto('tenant')
+    .values({ key: t.key, name: t.name, matching_field_keys: t.matchingFieldKeys ?? [], external_id_field_key: t.externalIdFieldKey ?? null })
+    .onConflict((oc) =>
+      oc.column('key').doUpdateSet((eb) => ({
+        name: eb.ref('excluded.name'),
+        ...(t.matchingFieldKeys ? { matching_field_keys: eb.ref('excluded.matching_field_keys') } : {}),
+        ...(t.externalIdFieldKey ? { external_id_field_key: eb.ref('excluded.external_id_field_key') } : {}),
+        updated_at: sql<Date>`now()`,
+      })),
+    )
+    .returning(['id', 'matching_field_keys', 'external_id_field_key'])
+    .executeTakeFirstOrThrow();
+  const tenantId = tenant.id;
+
+  for (const c of t.clients) {
+    const existing = await db.selectFrom('client').select('secret_hash').where('tenant_id', '=', tenantId).where('client_id', '=', c.clientId).executeTakeFirst();
+    const secretHash =
+      c.clientSecretHash ?? (existing && (await verifySecret(c.clientSecret!, existing.secret_hash)) ? existing.secret_hash : await hashSecret(c.clientSecret!));
+    await db
+      .insertInto('client')
+      .values({ tenant_id: tenantId, client_id: c.clientId, secret_hash: secretHash, scopes: c.scopes, permissions: c.permissions })
+      .onConflict((oc) =>
+        oc.columns(['tenant_id', 'client_id']).doUpdateSet((eb) => ({
+          secret_hash: eb.ref('excluded.secret_hash'),
+          scopes: eb.ref('excluded.scopes'),
+          permissions: eb.ref('excluded.permissions'),
+        })),
+      )
+      .execute();
+  }
+
+  for (const [i, f] of t.subjectFields.entries()) {
+    await db
+      .insertInto('subject_field')
+      .values({ tenant_id: tenantId, key: f.key, name: f.name, data_type: f.dataType, type_label: f.type ?? f.dataType, required: f.required, is_array: f.isArray, position: i })
+      .onConflict((oc) =>
+        oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({
+          name: eb.ref('excluded.name'),
+          data_type: eb.ref('excluded.data_type'),
+          type_label: eb.ref('excluded.type_label'),
+          required: eb.ref('excluded.required'),
+          is_array: eb.ref('excluded.is_array'),
+          position: eb.ref('excluded.position'),
+        })),
+      )
+      .execute();
+  }
+  const subjectFieldKeys = new Set(
+    (await db.selectFrom('subject_field').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key),
+  );
+  tenant.matching_field_keys.forEach((k, i) => {
+    if (!subjectFieldKeys.has(k)) problem(`matchingFieldKeys[${i}]`, `unknown subject field '${k}'`);
+  });
+  if (tenant.external_id_field_key && !subjectFieldKeys.has(tenant.external_id_field_key)) {
+    problem('externalIdFieldKey', `unknown subject field '${tenant.external_id_field_key}'`);
+  }
+
+  for (const st of t.structureTypes) {
+    await db
+      .insertInto('structure_type')
+      .values({ tenant_id: tenantId, key: st.key, name: st.name, subject_assignable: st.subjectAssignable })
+      .onConflict((oc) =>
+        oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({ name: eb.ref('excluded.name'), subject_assignable: eb.ref('excluded.subject_assignable') })),
+      )
+      .execute();
+    // The file's field list is the type's definition; stored values of a dropped field are kept but hidden.
+    await db.deleteFrom('structure_type_field').where('tenant_id', '=', tenantId).where('structure_type_key', '=', st.key).execute();
+    if (st.customFields.length > 0) {
+      await db
+        .insertInto('structure_type_field')
+        .values(
+          st.customFields.map((f, i) => ({
+            tenant_id: tenantId,
+            structure_type_key: st.key,
+            key: f.key,
+            name: f.name,
+            data_type: f.dataType,
+            type_label: f.type ?? f.dataType,
+            required: f.required,
+            position: i,
+          })),
+        )
+        .execute();
+    }
+  }
+
+  // Parents before children, so each entity's parent exists when it is upserted.
+  const inFile = new Map(t.structuralEntities.map((e, i) => [e.key, i]));
+  const order: number[] = [];
+  const state = new Map<number, 'visiting' | 'done'>();
+  const visit = (i: number): void => {
+    if (state.get(i) === 'done') return;
+    if (state.get(i) === 'visiting') {
+      problem(`structuralEntities[${i}].parentKey`, 'the parent keys in the file form a cycle');
+      return;
+    }
+    state.set(i, 'visiting');
+    const parent = t.structuralEntities[i]!.parentKey;
+    if (parent && inFile.has(parent)) visit(inFile.get(parent)!);
+    state.set(i, 'done');
+    order.push(i);
+  };
+  t.structuralEntities.forEach((_, i) => visit(i));
+  if (problems.length > 0) throw new TenantConfigError(problems);
+  for (const i of order) {
+    const e = t.structuralEntities[i]!;
+    try {
+      await upsertStructuralEntity(
+        db,
+        tenantId,
+        { key: e.key, displayName: e.displayName, structureTypeKey: e.structureTypeKey, ...(e.parentKey !== undefined ? { parentKey: e.parentKey } : {}), customFieldValues: e.customFieldValues ?? [] },
+        { pathPrefix: `${at}.structuralEntities[${i}].` },
+      );
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      for (const [path, messages] of Object.entries(err.fieldErrors ?? {})) for (const m of messages) problems.push({ path, message: m });
+    }
+  }
+
+  const entityIds = async (keys: string[]) =>
+    new Map(
+      keys.length === 0
+        ? []
+        : (await db.selectFrom('structural_entity').select(['key', 'id']).where('tenant_id', '=', tenantId).where('key', 'in', keys).execute()).map((r) => [r.key, r.id]),
+    );
+  for (const [gi, g] of t.groups.entries()) {
+    await db
+      .insertInto('user_group')
+      .values({ tenant_id: tenantId, key: g.key, name: g.name })
+      .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({ name: eb.ref('excluded.name') })))
+      .execute();
+    const ids = await entityIds(g.structuralEntityKeys);
+    g.structuralEntityKeys.forEach((k, i) => {
+      if (!ids.has(k)) problem(`groups[${gi}].structuralEntityKeys[${i}]`, `unknown structural entity '${k}'`);
+    });
+    await db.deleteFrom('user_group_structural_entity').where('tenant_id', '=', tenantId).where('group_key', '=', g.key).execute();
+    if (ids.size > 0) {
+      await db
+        .insertInto('user_group_structural_entity')
+        .values([...ids.values()].map((id) => ({ tenant_id: tenantId, group_key: g.key, structural_entity_id: id })))
+        .execute();
+    }
+  }
+
+  const groupKeys = new Set((await db.selectFrom('user_group').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key));
+  for (const [ui, u] of t.users.entries()) {
+    await db
+      .insertInto('app_user')
+      .values({ tenant_id: tenantId, id: u.id, display_name: u.displayName, email: u.email ?? null, active: u.active })
+      .onConflict((oc) =>
+        oc.columns(['tenant_id', 'id']).doUpdateSet((eb) => ({ display_name: eb.ref('excluded.display_name'), email: eb.ref('excluded.email'), active: eb.ref('excluded.active') })),
+      )
+      .execute();
+    await db.deleteFrom('app_user_group').where('tenant_id', '=', tenantId).where('user_id', '=', u.id).execute();
+    const known = u.groupKeys.filter((k, i) => {
+      if (!groupKeys.has(k)) problem(`users[${ui}].groupKeys[${i}]`, `unknown group '${k}'`);
+      return groupKeys.has(k);
+    });
+    if (known.length > 0) {
+      await db.insertInto('app_user_group').values([...new Set(known)].map((k) => ({ tenant_id: tenantId, user_id: u.id, group_key: k }))).execute();
+    }
+  }
+
+  if (t.portal) {
+    const p = t.portal;
+    const check = (k: string | undefined, path: string) => {
+      if (k !== undefined && !subjectFieldKeys.has(k)) problem(path, `unknown subject field '${k}'`);
+    };
+    check(p.emailFieldKey, 'portal.emailFieldKey');
+    check(p.displayNameFieldKey, 'portal.displayNameFieldKey');
+    p.invitationFieldKeys.forEach((k, i) => check(k, `portal.invitationFieldKeys[${i}]`));
+    const row = {
+      tenant_id: tenantId,
+      self_access_enabled: p.selfAccessEnabled,
+      third_party_access_enabled: p.thirdPartyAccessEnabled,
+      email_field_key: p.emailFieldKey ?? null,
+      display_name_field_key: p.displayNameFieldKey ?? null,
+      invitation_field_keys: p.invitationFieldKeys,
+    };
+    await db
+      .insertInto('portal_config')
+      .values(row)
+      .onConflict((oc) => oc.column('tenant_id').doUpdateSet(row))
+      .execute();
+  }
+
+  for (const d of t.dataSources) {
+    const row = {
+      tenant_id: tenantId,
+      key: d.key,
+      name: d.name,
+      get_data_points_url: d.getDataPointsUrl,
+      token_url: d.tokenUrl ?? null,
+      client_id: d.clientId ?? null,
+      client_secret_enc: d.clientSecret ? await secrets.seal(d.clientSecret) : null,
+      scope: d.scope ?? null,
+      subject_identifier: d.subjectIdentifier,
+      inbound_client_ids: d.inboundClientIds,
+    };
+    await db
+      .insertInto('data_source')
+      .values(row)
+      .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet(row))
+      .execute();
+  }
+  const sourceKeys = new Set((await db.selectFrom('data_source').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key));
+  for (const [xi, x] of t.dataExtracts.entries()) {
+    if (!sourceKeys.has(x.dataSourceKey)) {
+      problem(`dataExtracts[${xi}].dataSourceKey`, `unknown data source '${x.dataSourceKey}'`);
+      continue;
+    }
+    const row = { tenant_id: tenantId, key: x.key, name: x.name, data_source_key: x.dataSourceKey, options: JSON.stringify(x.options) };
+    await db
+      .insertInto('data_extract')
+      .values(row)
+      .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet(row))
+      .execute();
+  }
+  if (problems.length > 0) throw new TenantConfigError(problems);
+}
+
+/** Whether any tenant exists (the demo is applied only to an empty embedded database, D1). */
+export async function hasTenants(db: Db): Promise<boolean> {
+  return (await db.selectFrom('tenant').select('id').limit(1).execute()).length > 0;
+}
+

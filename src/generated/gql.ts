@@ -1,0 +1,64 @@
+/* eslint-disable */
+import * as types from './graphql.js';
+import type { TypedDocumentNode as DocumentNode } from '@graphql-typed-document-node/core';
+
+/**
+ * Map of all GraphQL operations in the project.
+ *
+ * This map has several performance disadvantages:
+ * 1. It is not tree-shakeable, so it will include all operations in the project.
+ * 2. It is not minifiable, so the string of a GraphQL query will be multiple times inside the bundle.
+ * 3. It does not support dead code elimination, so it will add unused operations.
+ *
+ * Therefore it is highly recommended to use the babel or swc plugin for production.
+ * Learn more about it here: https://the-guild.dev/graphql/codegen/plugins/presets/preset-client#reducing-bundle-size
+ */
+type Documents = {
+    "\n  fragment RestStructuralEntity on StructuralEntity {\n    key\n    displayName\n    parentKey\n    depth\n    structureType { key name subjectAssignable customFields { key name type required } }\n    customFieldValues { field { key name type required } values { dataType value valueText } }\n  }\n": typeof types.RestStructuralEntityFragmentDoc,
+    "\n    query RestStructuralEntities(\n      $parentKey: String, $depth: Int, $searchTerm: String, $subjectAssignable: Boolean, $structureTypeKey: String,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      structuralEntities(\n        parentKey: $parentKey, depth: $depth, searchTerm: $searchTerm, subjectAssignable: $subjectAssignable,\n        structureTypeKey: $structureTypeKey,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestStructuralEntity } }\n      }\n    }\n  ": typeof types.RestStructuralEntitiesDocument,
+    "\n    query RestStructuralEntity($key: String!) {\n      structuralEntity(key: $key) { ...RestStructuralEntity }\n    }\n  ": typeof types.RestStructuralEntityDocument,
+    "\n    mutation RestUpsertStructuralEntity($input: UpsertStructuralEntityInput!) {\n      upsertStructuralEntity(input: $input) { created structuralEntity { ...RestStructuralEntity } }\n    }\n  ": typeof types.RestUpsertStructuralEntityDocument,
+};
+const documents: Documents = {
+    "\n  fragment RestStructuralEntity on StructuralEntity {\n    key\n    displayName\n    parentKey\n    depth\n    structureType { key name subjectAssignable customFields { key name type required } }\n    customFieldValues { field { key name type required } values { dataType value valueText } }\n  }\n": types.RestStructuralEntityFragmentDoc,
+    "\n    query RestStructuralEntities(\n      $parentKey: String, $depth: Int, $searchTerm: String, $subjectAssignable: Boolean, $structureTypeKey: String,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      structuralEntities(\n        parentKey: $parentKey, depth: $depth, searchTerm: $searchTerm, subjectAssignable: $subjectAssignable,\n        structureTypeKey: $structureTypeKey,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestStructuralEntity } }\n      }\n    }\n  ": types.RestStructuralEntitiesDocument,
+    "\n    query RestStructuralEntity($key: String!) {\n      structuralEntity(key: $key) { ...RestStructuralEntity }\n    }\n  ": types.RestStructuralEntityDocument,
+    "\n    mutation RestUpsertStructuralEntity($input: UpsertStructuralEntityInput!) {\n      upsertStructuralEntity(input: $input) { created structuralEntity { ...RestStructuralEntity } }\n    }\n  ": types.RestUpsertStructuralEntityDocument,
+};
+
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ *
+ *
+ * @example
+ * ```ts
+ * const query = graphql(`query GetUser($id: ID!) { user(id: $id) { name } }`);
+ * ```
+ *
+ * The query argument is unknown!
+ * Please regenerate the types.
+ */
+export function graphql(source: string): unknown;
+
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment RestStructuralEntity on StructuralEntity {\n    key\n    displayName\n    parentKey\n    depth\n    structureType { key name subjectAssignable customFields { key name type required } }\n    customFieldValues { field { key name type required } values { dataType value valueText } }\n  }\n"): (typeof documents)["\n  fragment RestStructuralEntity on StructuralEntity {\n    key\n    displayName\n    parentKey\n    depth\n    structureType { key name subjectAssignable customFields { key name type required } }\n    customFieldValues { field { key name type required } values { dataType value valueText } }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    query RestStructuralEntities(\n      $parentKey: String, $depth: Int, $searchTerm: String, $subjectAssignable: Boolean, $structureTypeKey: String,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      structuralEntities(\n        parentKey: $parentKey, depth: $depth, searchTerm: $searchTerm, subjectAssignable: $subjectAssignable,\n        structureTypeKey: $structureTypeKey,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestStructuralEntity } }\n      }\n    }\n  "): (typeof documents)["\n    query RestStructuralEntities(\n      $parentKey: String, $depth: Int, $searchTerm: String, $subjectAssignable: Boolean, $structureTypeKey: String,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      structuralEntities(\n        parentKey: $parentKey, depth: $depth, searchTerm: $searchTerm, subjectAssignable: $subjectAssignable,\n        structureTypeKey: $structureTypeKey,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestStructuralEntity } }\n      }\n    }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    query RestStructuralEntity($key: String!) {\n      structuralEntity(key: $key) { ...RestStructuralEntity }\n    }\n  "): (typeof documents)["\n    query RestStructuralEntity($key: String!) {\n      structuralEntity(key: $key) { ...RestStructuralEntity }\n    }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation RestUpsertStructuralEntity($input: UpsertStructuralEntityInput!) {\n      upsertStructuralEntity(input: $input) { created structuralEntity { ...RestStructuralEntity } }\n    }\n  "): (typeof documents)["\n    mutation RestUpsertStructuralEntity($input: UpsertStructuralEntityInput!) {\n      upsertStructuralEntity(input: $input) { created structuralEntity { ...RestStructuralEntity } }\n    }\n  "];
+
+export function graphql(source: string) {
+  return (documents as any)[source] ?? {};
+}
+
+export type DocumentType<TDocumentNode extends DocumentNode<any, any>> = TDocumentNode extends DocumentNode<  infer TType,  any>  ? TType  : never;

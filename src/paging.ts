@@ -1,0 +1,187 @@
+import { type Expression, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
+import { ValidationError } from './errors.js';
+
+/** D6: page size when neither first nor last is given, and the bound on both. */
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 1000;
+
+export type OrderDirection = 'ASCENDING' | 'DESCENDING';
+
+export interface PageArgs {
+  first?: number | null | undefined;
+  last?: number | null | undefined;
+  after?: string | null | undefined;
+  before?: string | null | undefined;
+  orderBy?: string | null | undefined;
+  orderDirection?: OrderDirection | null | undefined;
+}
+
+/** Whitelisted SQL types a sort value is compared as (cursor values travel as text). */
+export type SortSqlType = 'text' | 'integer' | 'bigint' | 'numeric' | 'boolean' | 'date' | 'time' | 'timestamptz';
+
+/** How one list orders by one OrderBy key. `value` may be null for rows missing it; `id` never is. */
+export interface SortKey {
+  /** The OrderBy key as the client names it; part of the cursor, so a cursor only fits its ordering. */
+  name: string;
+  value: Expression<unknown>;
+  type: SortSqlType;
+  nullable: boolean;
+  /** Unique tie-breaker within the list (text-comparable). */
+  id: Expression<unknown>;
+  idType: SortSqlType;
+}
+
+export interface Edge<T> {
+  cursor: string;
+  node: T;
+}
+
+export interface Connection<T> {
+  edges: Edge<T>[];
+  pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null };
+  /** Lazy: GraphQL counts only when asked. */
+  totalCount: () => Promise<number>;
+}
+
+interface Position {
+  v: string | null;
+  i: string;
+}
+
+// A cursor is base64url(JSON [list, orderBy, value-as-text, id]): opaque to clients, and decodable back
+// to a keyset position only for the list and ordering that issued it (D6).
+function encodeCursor(list: string, sortName: string, p: Position): string {
+  return Buffer.from(JSON.stringify([list, sortName, p.v, p.i])).toString('base64url');
+}
+
+function decodeCursor(list: string, sortName: string, cursor: string, param: 'after' | 'before'): Position {
+  const bad = () => ValidationError.at(param, `The cursor is not valid for this list and ordering.`);
+  if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw bad();
+  }
+  if (
+    !Array.isArray(parsed) || parsed.length !== 4 || parsed[0] !== list || parsed[1] !== sortName ||
+    !(parsed[2] === null || typeof parsed[2] === 'string') || typeof parsed[3] !== 'string'
+  ) {
+    throw bad();
+  }
+  return { v: parsed[2], i: parsed[3] };
+}
+
+/** Validates first/last (D6) and returns the page size and which end the page is taken from. */
+export function pageWindow(args: PageArgs): { size: number; fromEnd: boolean } {
+  const check = (name: 'first' | 'last', n: number | null | undefined) => {
+    if (n !== null && n !== undefined && (!Number.isInteger(n) || n < 0 || n > MAX_PAGE_SIZE)) {
+      throw ValidationError.at(name, `${name === 'first' ? 'First' : 'Last'} must be an integer from 0 to ${MAX_PAGE_SIZE}.`);
+    }
+  };
+  check('first', args.first);
+  check('last', args.last);
+  const hasFirst = args.first !== null && args.first !== undefined;
+  const hasLast = args.last !== null && args.last !== undefined;
+  if (hasFirst && hasLast) throw ValidationError.at('last', 'First and Last cannot be given together.');
+  if (hasLast) return { size: args.last!, fromEnd: true };
+  return { size: hasFirst ? args.first! : DEFAULT_PAGE_SIZE, fromEnd: false };
+}
+
+const cast = (v: string, type: SortSqlType) => sql`cast(${v} as ${sql.raw(type)})`;
+
+/**
+ * `row` lies strictly after `p` in ascending order (`ahead` = true) or strictly before it. The
+ * ascending order is PostgreSQL's default `value ASC NULLS LAST, id ASC` (D6: missing values last), and
+ * descending is its exact reverse, so one index serves both. Null comparisons are spelled out and the
+ * whole predicate is coalesced, so it is always true or false (never NULL) and can be negated.
+ */
+function beyond(key: SortKey, p: Position, ahead: boolean): Expression<SqlBool> {
+  const op = sql.raw(ahead ? '>' : '<');
+  const id = sql`${key.id} ${op} ${cast(p.i, key.idType)}`;
+  let pred;
+  if (p.v === null) {
+    // Position among the missing values, which sort last.
+    pred = ahead ? sql`(${key.value} IS NULL AND ${id})` : sql`(${key.value} IS NOT NULL OR ${id})`;
+  } else {
+    const v = cast(p.v, key.type);
+    const core = sql`(${key.value} ${op} ${v} OR (${key.value} = ${v} AND ${id}))`;
+    pred = ahead && key.nullable ? sql`(${key.value} IS NULL OR ${core})` : core;
+  }
+  return sql<SqlBool>`coalesce(${pred}, false)`;
+}
+
+export interface PaginateOptions<Row> {
+  /** Names the list inside cursors ("structuralEntity", "subject", ...). */
+  list: string;
+  /** The filtered query (tenant and filters applied, row columns selected); no order, no limit. */
+  query: SelectQueryBuilder<any, any, Row>;
+  /** Counts the filtered rows; called only when totalCount is read. */
+  count: () => Promise<number>;
+  sort: SortKey;
+  args: PageArgs;
+}
+
+/**
+ * Relay cursor connection over a keyset (D6): `after`/`before` bound the window, `first`/`last` take
+ * from its start or end, and hasNextPage/hasPreviousPage are exact: when the fetched page cannot tell,
+ * one indexed EXISTS probe beyond the page's edge does.
+ */
+export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connection<Row>> {
+  const { list, sort, args } = opts;
+  const { size, fromEnd } = pageWindow(args);
+  const after = args.after ? decodeCursor(list, sort.name, args.after, 'after') : null;
+  const before = args.before ? decodeCursor(list, sort.name, args.before, 'before') : null;
+  const descending = args.orderDirection === 'DESCENDING';
+  // "Ahead" in the requested direction is ascending-ahead unless descending.
+  const ahead = (p: Position, forward: boolean) => beyond(sort, p, forward !== descending);
+
+  let q = opts.query.select([sql<string | null>`cast(${sort.value} as text)`.as('__sv'), sql<string>`cast(${sort.id} as text)`.as('__id')]);
+  if (after) q = q.where(ahead(after, true));
+  if (before) q = q.where(ahead(before, false));
+  const scanDesc = descending !== fromEnd;
+  const dir = sql.raw(scanDesc ? 'DESC' : 'ASC');
+  const rows = (await q
+    .orderBy(sql`${sort.value} ${dir}`)
+    .orderBy(sql`${sort.id} ${dir}`)
+    .limit(size + 1)
+    .execute()) as (Row & { __sv: string | null; __id: string })[];
+
+  const more = rows.length > size;
+  const page = rows.slice(0, size);
+  if (fromEnd) page.reverse();
+  const pos = (r: { __sv: string | null; __id: string }): Position => ({ v: r.__sv, i: r.__id });
+  const first = page[0];
+  const last = page[page.length - 1];
+
+  const exists = async (pred: Expression<SqlBool>) =>
+    (await opts.query.clearSelect().select(sql`1`.as('one')).where(pred).limit(1).execute()).length > 0;
+  const notAhead = (p: Position) => sql<SqlBool>`NOT ${ahead(p, true)}`;
+  const notBehind = (p: Position) => sql<SqlBool>`NOT ${ahead(p, false)}`;
+
+  let hasNextPage: boolean;
+  let hasPreviousPage: boolean;
+  if (!fromEnd) {
+    hasNextPage = more || (before !== null && (await exists(last ? ahead(pos(last), true) : after ? ahead(after, true) : sql<SqlBool>`true`)));
+    hasPreviousPage = after !== null && (await exists(first ? ahead(pos(first), false) : notAhead(after)));
+  } else {
+    hasPreviousPage = more || (after !== null && (await exists(first ? ahead(pos(first), false) : before ? ahead(before, false) : sql<SqlBool>`true`)));
+    hasNextPage = before !== null && (await exists(last ? ahead(pos(last), true) : notBehind(before)));
+  }
+
+  const edges = page.map((r) => {
+    const { __sv, __id, ...node } = r;
+    return { cursor: encodeCursor(list, sort.name, pos(r)), node: node as unknown as Row };
+  });
+  let counted: Promise<number> | undefined;
+  return {
+    edges,
+    pageInfo: {
+      hasNextPage,
+      hasPreviousPage,
+      startCursor: edges[0]?.cursor ?? null,
+      endCursor: edges[edges.length - 1]?.cursor ?? null,
+    },
+    totalCount: () => (counted ??= opts.count()),
+  };
+}

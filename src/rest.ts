@@ -1,0 +1,233 @@
+import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
+import express, { type NextFunction, type Request, type Response, Router } from 'express';
+import { type GraphQLSchema, execute, validate } from 'graphql';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { createContext } from './context.js';
+import type { Db } from './db.js';
+import { requireToken } from './domains/auth/authenticate.js';
+import type { Scope } from './domains/auth/permissions.js';
+import type { TokenService } from './domains/auth/tokens.js';
+import { AppError, type FieldErrors, ValidationError } from './errors.js';
+
+export interface RestRequest<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+}
+
+/**
+ * One documented REST path translated onto a GraphQL operation (SOFA-style route table): the adapter
+ * binds and validates the request with the zod schemas, executes `operation` in-process through the same
+ * schema, resolvers, permissions and loaders as /graphql, and shapes the answer with `respond`.
+ */
+export interface RouteDef<TData = any, TVars = any, P = any, Q = any, B = any> {
+  method: 'get' | 'put' | 'post' | 'patch' | 'delete';
+  /** Express path, e.g. `/api/v1/structuralEntity/:structuralEntityKey`. */
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: string;
+  /** Token scopes accepted (D4); default ServiceApi. */
+  scopes?: Scope[];
+  /** The permission(s) the operation demands, for the OpenAPI description. */
+  permissions: string;
+  params?: z.ZodType<P>;
+  query?: z.ZodType<Q>;
+  body?: { schema: z.ZodType<B>; required: boolean };
+  operation: TypedDocumentNode<TData, TVars>;
+  variables: (req: RestRequest<P, Q, B>) => TVars;
+  /** Status and body from the operation's data; may throw an AppError (e.g. NotFound for null). */
+  respond: (data: TData) => { status: number; body: unknown };
+  /** Documented answers: status → description and body schema. */
+  responses: Record<number, { description: string; schema?: z.ZodType }>;
+  /** Maps a GraphQL-cased error location to the REST one; default: PascalCase every segment. */
+  location?: (path: string) => string;
+}
+
+/** Declares a route with its types inferred from the schemas and the typed document. */
+export function defineRoute<TData, TVars, P = {}, Q = {}, B = undefined>(def: RouteDef<TData, TVars, P, Q, B>): RouteDef<TData, TVars, P, Q, B> {
+  return def;
+}
+
+/** `customFieldValues[2].value` → `CustomFieldValues[2].Value` (D5: the contract's casing). */
+export function pascalLocation(path: string): string {
+  return path.replace(/(^|\.)([a-z])/g, (_m, dot: string, c: string) => dot + c.toUpperCase());
+}
+
+type ZodDef = { type: string; shape?: Record<string, z.ZodType>; element?: z.ZodType; innerType?: z.ZodType; in?: z.ZodType };
+const defOf = (s: z.ZodType): ZodDef => (s as unknown as { _zod: { def: ZodDef } })._zod.def;
+
+/** Unwraps optional/nullable/default/pipe wrappers to the schema that describes the shape. */
+export function unwrap(s: z.ZodType): z.ZodType {
+  let d = defOf(s);
+  while (d.innerType || (d.type === 'pipe' && d.in)) {
+    s = (d.innerType ?? d.in)!;
+    d = defOf(s);
+  }
+  return s;
+}
+
+/** Renames object keys to the schema's spelling, matched case-insensitively (D5, as ASP.NET binds). */
+export function canonicalKeys(value: unknown, schema: z.ZodType): unknown {
+  const s = unwrap(schema);
+  const d = defOf(s);
+  if (d.type === 'array' && Array.isArray(value)) return value.map((v) => canonicalKeys(v, d.element!));
+  if (d.type === 'object' && d.shape && typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    const names = new Map(Object.keys(d.shape).map((k) => [k.toLowerCase(), k]));
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      const name = names.get(k.toLowerCase()) ?? k;
+      out[name] = d.shape[name] ? canonicalKeys(v, d.shape[name]) : v;
+    }
+    return out;
+  }
+  return value;
+}
+
+/** Query string → object with the schema's names: repeated names are lists, list items may be comma-separated (D5). */
+function bindQuery(url: string, schema: z.ZodType): { value: Record<string, unknown>; errors: FieldErrors } {
+  const shape = defOf(unwrap(schema)).shape ?? {};
+  const names = new Map(Object.keys(shape).map((k) => [k.toLowerCase(), k]));
+  const params = new URLSearchParams(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
+  const grouped = new Map<string, string[]>();
+  for (const [k, v] of params) {
+    const name = names.get(k.toLowerCase()) ?? k;
+    grouped.set(name, [...(grouped.get(name) ?? []), v]);
+  }
+  const value: Record<string, unknown> = {};
+  const errors: FieldErrors = {};
+  for (const [name, values] of grouped) {
+    const field = shape[name];
+    if (!field) {
+      value[name] = values.length === 1 ? values[0] : values;
+    } else if (defOf(unwrap(field)).type === 'array') {
+      value[name] = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+    } else if (values.length > 1) {
+      errors[name] = [`${name} is given more than once.`];
+    } else {
+      value[name] = values[0];
+    }
+  }
+  return { value, errors };
+}
+
+function zodErrors(error: z.ZodError, prefix: string): FieldErrors {
+  const out: FieldErrors = {};
+  for (const issue of error.issues) {
+    const loc = issue.path.reduce<string>((acc, seg) => (typeof seg === 'number' ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg)), prefix);
+    (out[loc || '$'] ??= []).push(issue.message);
+  }
+  return out;
+}
+
+const JSON_TYPES = ['application/json', 'application/*+json'];
+
+/** Builds the Express router for a route table. */
+export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQLSchema; maxBodyBytes: number }, routes: readonly RouteDef[]): Router {
+  const router = Router();
+  const json = express.json({ limit: deps.maxBodyBytes, strict: false, type: JSON_TYPES });
+  for (const route of routes) {
+    const problems = validate(deps.schema, route.operation);
+    if (problems.length > 0) throw new Error(`Route ${route.operationId}: ${problems.map((p) => p.message).join('; ')}`);
+
+    const readBody = (req: Request, res: Response, next: NextFunction) => {
+      if (!route.body) return next();
+      const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+      if (!hasBody) return next();
+      if (!req.is(JSON_TYPES)) {
+        return next(new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', 'The request body must be application/json.'));
+      }
+      json(req, res, next);
+    };
+
+    router[route.method](route.path, requireToken(deps.db, deps.tokens, route.scopes ?? ['ServiceApi']), readBody, (req, res, next) => {
+      handle(route, req, res).catch(next);
+    });
+  }
+
+  async function handle(route: RouteDef, req: Request, res: Response) {
+    const location = route.location ?? pascalLocation;
+    const errors: FieldErrors = {};
+    const parse = <T>(schema: z.ZodType<T> | undefined, raw: unknown, prefix: string): T => {
+      if (!schema) return undefined as T;
+      const r = schema.safeParse(raw);
+      if (r.success) return r.data;
+      Object.assign(errors, zodErrors(r.error, prefix));
+      return undefined as T;
+    };
+    const params = parse(route.params, req.params, '');
+    let query: unknown;
+    if (route.query) {
+      const bound = bindQuery(req.originalUrl, route.query);
+      Object.assign(errors, bound.errors);
+      query = parse(route.query, bound.value, '');
+    }
+    let body: unknown;
+    if (route.body) {
+      const raw = (req as { body?: unknown }).body;
+      if (raw === undefined && route.body.required) errors['$'] = ['A request body is required.'];
+      else body = parse(route.body.schema, raw === undefined ? undefined : canonicalKeys(raw, route.body.schema), '');
+    }
+    if (Object.keys(errors).length > 0) throw new ValidationError(errors);
+
+    const principal = req.principal!;
+    const result = await execute({
+      schema: deps.schema,
+      document: route.operation,
+      variableValues: route.variables({ params, query, body }) as Record<string, unknown>,
+      contextValue: createContext({ db: deps.db, principal, requestId: String(req.id), log: req.log as Logger }),
+    });
+    if (result.errors?.length) {
+      const appError = result.errors.map((e) => e.originalError ?? e).find((e): e is AppError => e instanceof AppError);
+      if (appError) {
+        if (appError.fieldErrors) {
+          const mapped: FieldErrors = {};
+          for (const [k, v] of Object.entries(appError.fieldErrors)) mapped[location(k)] = v;
+          throw new ValidationError(mapped, appError.message);
+        }
+        throw appError;
+      }
+      throw result.errors[0]!.originalError ?? result.errors[0]!;
+    }
+    const { status, body: out } = route.respond(result.data as never);
+    res.status(status).json(out);
+  }
+  return router;
+}
+
+/** The contract's PascalCase paged envelope (D5/D6) around mapped nodes. */
+export function restPage<N, R>(
+  conn: { totalCount: number; pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor?: string | null; endCursor?: string | null }; edges: { cursor: string; node: N }[] },
+  map: (n: N) => R,
+) {
+  return {
+    PageInfo: {
+      HasNextPage: conn.pageInfo.hasNextPage,
+      HasPreviousPage: conn.pageInfo.hasPreviousPage,
+      StartCursor: conn.pageInfo.startCursor ?? null,
+      EndCursor: conn.pageInfo.endCursor ?? null,
+      TotalCount: conn.totalCount,
+    },
+    Edges: conn.edges.map((e) => ({ Node: map(e.node), Cursor: e.cursor })),
+  };
+}
+
+/** Zod schemas of the paging query parameters shared by every list (D6); names as documented. */
+export const pagingQuery = {
+  After: z.string().optional().meta({ description: 'Cursor: items after this node.' }),
+  Before: z.string().optional().meta({ description: 'Cursor: items before this node.' }),
+  First: z.string().regex(/^[+-]?\d+$/, 'First must be an integer.').transform(Number).optional().meta({ description: 'Number of first items (0-1000); 20 when neither First nor Last is given.' }),
+  Last: z.string().regex(/^[+-]?\d+$/, 'Last must be an integer.').transform(Number).optional().meta({ description: 'Number of last items (0-1000).' }),
+  OrderBy: z.string().optional().meta({ description: 'Key of the field to order by.' }),
+  OrderDirection: z
+    .string()
+    .regex(/^(ascending|descending)$/i, 'OrderDirection must be Ascending or Descending.')
+    .transform((v) => (v.toLowerCase() === 'descending' ? ('DESCENDING' as const) : ('ASCENDING' as const)))
+    .optional(),
+};
+
+/** GraphQL paging variables from the bound paging query. */
+export function pagingVariables(q: { After?: string | undefined; Before?: string | undefined; First?: number | undefined; Last?: number | undefined; OrderBy?: string | undefined; OrderDirection?: 'ASCENDING' | 'DESCENDING' | undefined }) {
+  return { after: q.After, before: q.Before, first: q.First, last: q.Last, orderBy: q.OrderBy, orderDirection: q.OrderDirection };
+}

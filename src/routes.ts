@@ -1,0 +1,5 @@
+import { structuralEntityRoutes } from './domains/structural-entity/structural-entity.routes.js';
+import type { RouteDef } from './rest.js';
+
+/** The REST route table: every documented path, in the contract's order. */
+export const routes: readonly RouteDef[] = [...structuralEntityRoutes];

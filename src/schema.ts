@@ -1,0 +1,13 @@
+import { lexicographicSortSchema, printSchema } from 'graphql';
+import { builder } from './builder.js';
+import './connections.js';
+import './custom-fields.schema.js';
+import './domains/structural-entity/structural-entity.schema.js';
+
+/** The executable schema, built once from every domain's types. */
+export const schema = builder.toSchema({ sortSchema: true });
+
+/** `schema.graphql` as checked in: the sorted SDL. */
+export function printedSchema(): string {
+  return `${printSchema(lexicographicSortSchema(schema))}\n`;
+}

@@ -1,0 +1,90 @@
+import type { Server } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig } from './config.js';
+import { hasTenants } from './domains/tenant/tenant.service.js';
+import { applyTenantFilePath, createLogger, openMigratedDatabase } from './runtime.js';
+
+const DEMO_FILE = fileURLToPath(new URL('../config/demo.tenant.json', import.meta.url));
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(e.message);
+      process.exit(1);
+    }
+    throw e;
+  }
+  const logger = createLogger(config);
+  const handle = await openMigratedDatabase(config);
+
+  let demo: { clientId: string; clientSecret: string; tenantKey: string } | undefined;
+  if (config.TENANT_CONFIG) {
+    const { tenantKeys } = await applyTenantFilePath(handle, config, config.TENANT_CONFIG);
+    logger.info({ tenants: tenantKeys }, 'tenant configuration applied');
+  } else if (handle.kind === 'pglite' && !(await hasTenants(handle.db))) {
+    // D1: only an empty embedded database gets the demo tenant.
+    await applyTenantFilePath(handle, config, DEMO_FILE);
+    demo = { tenantKey: 'demo', clientId: 'demo-client', clientSecret: 'demo-client-secret' };
+  }
+
+  const { app } = await buildApp({ config, db: handle.db, logger });
+  const server: Server = app.listen(config.PORT, config.HOST);
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  logger.info({ url: config.publicUrl, database: handle.kind }, 'listening');
+  if (demo) printDemo(config.publicUrl, demo);
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: no new connections, finishing in-flight requests');
+    const force = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
+    force.unref();
+    server.close(() => {
+      handle.close().then(
+        () => {
+          logger.info('stopped');
+          process.exit(0);
+        },
+        (e: unknown) => {
+          logger.error({ err: e }, 'error closing the database');
+          process.exit(1);
+        },
+      );
+    });
+    server.closeIdleConnections();
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+function printDemo(url: string, d: { clientId: string; clientSecret: string; tenantKey: string }) {
+  const token = `curl -s ${url}/connect/token -d grant_type=client_credentials -d tenant_key=${d.tenantKey} -d client_id=${d.clientId} -d client_secret=${d.clientSecret} -d scope=ServiceApi`;
+  console.log(
+    [
+      '',
+      'Demo tenant created (embedded database, first start).',
+      `  Base URL:      ${url}`,
+      `  Tenant key:    ${d.tenantKey}`,
+      `  Client id:     ${d.clientId}`,
+      `  Client secret: ${d.clientSecret}`,
+      `  GraphiQL:      ${url}/graphql    OpenAPI: ${url}/openapi.json`,
+      '',
+      'Get a token and list structural entities:',
+      `  TOKEN=$(${token} | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token') && curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v1/structuralEntity`,
+      '',
+    ].join('\n'),
+  );
+}
+
+main().catch((e: unknown) => {
+  console.error(e instanceof Error ? e.message : e);
+  process.exit(1);
+});
