@@ -1,11 +1,8 @@
 import { promises as fs } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { createPgConfig } from '@electric-sql/pglite/node-postgres';
 import {
-  FileMigrationProvider,
   type Generated,
   type GeneratedAlways,
   type Insertable,
@@ -15,6 +12,7 @@ import {
   type Selectable,
 } from 'kysely';
 import pg from 'pg';
+import { migrations } from '../db/migrations.js';
 
 // int8 (count(*), bigint ids) arrive as strings from both databases; ids stay strings, counts are
 // converted where read.
@@ -225,11 +223,9 @@ export function wrapPglite(pglite: PGlite): DatabaseHandle {
   };
 }
 
-const migrationFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../db/migrations');
-
 /** Runs pending migrations; throws with the failing migration's name. */
 export async function migrateToLatest(db: Db): Promise<string[]> {
-  const migrator = new Migrator({ db, provider: new FileMigrationProvider({ fs, path, migrationFolder }) });
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error) {

@@ -1,0 +1,10 @@
+import type { Migration } from 'kysely';
+import * as m0001 from './migrations/0001_foundation.js';
+
+/**
+ * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
+ * vitest and any bundler; a test checks that every file in db/migrations/ is listed here.
+ */
+export const migrations: Record<string, Migration> = {
+  '0001_foundation': m0001,
+};

@@ -1,0 +1,201 @@
+import { randomBytes } from 'node:crypto';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { type Server, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
+import { sql } from 'kysely';
+import { pino } from 'pino';
+import { inject } from 'vitest';
+import { buildApp } from '../src/app.js';
+import { type Config, loadConfig } from '../src/config.js';
+import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db.js';
+import type { TokenService } from '../src/domains/auth/tokens.js';
+import { SecretBox } from '../src/domains/data/secret-box.js';
+import { applyTenantFile } from '../src/domains/tenant/tenant.service.js';
+
+export interface TestApp {
+  url: string;
+  config: Config;
+  handle: DatabaseHandle;
+  tokens: TokenService;
+  close(): Promise<void>;
+}
+
+/** A fresh database for this test file: a copy of the migrated template (PGlite dir or PostgreSQL TEMPLATE). */
+export async function openTestDatabase(): Promise<DatabaseHandle & { dispose(): Promise<void> }> {
+  const pgTemplate = inject('pgTemplate');
+  if (pgTemplate) {
+    const base = process.env['DATABASE_URL']!;
+    const name = `ssdi_t_${randomBytes(6).toString('hex')}`;
+    const admin = await openDatabase({ databaseUrl: base, dataDir: '' });
+    await sql`CREATE DATABASE ${sql.id(name)} TEMPLATE ${sql.id(pgTemplate)}`.execute(admin.db);
+    const u = new URL(base);
+    u.pathname = `/${name}`;
+    const handle = await openDatabase({ databaseUrl: u.toString(), dataDir: '', poolSize: 10 });
+    return {
+      ...handle,
+      dispose: async () => {
+        await handle.close();
+        await sql`DROP DATABASE IF EXISTS ${sql.id(name)} WITH (FORCE)`.execute(admin.db);
+        await admin.close();
+      },
+    };
+  }
+  const dir = await mkdtemp(path.join(tmpdir(), 'ssdi-test-'));
+  await cp(inject('pgliteTemplate'), dir, { recursive: true });
+  const handle = wrapPglite(await PGlite.create(dir, { extensions: { pg_trgm } }));
+  return {
+    ...handle,
+    dispose: async () => {
+      await handle.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Starts the real HTTP app on an ephemeral loopback port over a fresh database. The port is bound
+ * before the app is built so PUBLIC_URL (the token issuer) is the address clients really use.
+ */
+export async function startApp(env: Record<string, string> = {}): Promise<TestApp> {
+  const handle = await openTestDatabase();
+  const server: Server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
+  const { app, tokens } = await buildApp({ config, db: handle.db, logger: pino({ level: config.LOG_LEVEL }) });
+  server.on('request', app);
+  return {
+    url,
+    config,
+    handle,
+    tokens,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await handle.dispose();
+    },
+  };
+}
+
+export const FULL_CLIENT = { clientId: 'full', clientSecret: 'full-client-secret', scopes: ['ServiceApi', 'ServiceDataProviderApi'], permissions: ['*'] };
+
+/** A valid tenant file section with a unique key; `overrides` replace top-level properties. */
+export function tenantConfig(overrides: Record<string, unknown> = {}) {
+  return {
+    key: `t-${randomBytes(5).toString('hex')}`,
+    name: 'Test tenant',
+    clients: [FULL_CLIENT],
+    subjectFields: [
+      { key: 'employeeNumber', name: 'Employee number', dataType: 'String', type: 'Text', required: true },
+      { key: 'fullName', name: 'Full name', dataType: 'String', type: 'Text', required: true },
+      { key: 'email', name: 'E-mail', dataType: 'String' },
+      { key: 'grade', name: 'Grade', dataType: 'Integer' },
+      { key: 'skills', name: 'Skills', dataType: 'String', isArray: true },
+    ],
+    matchingFieldKeys: ['employeeNumber'],
+    externalIdFieldKey: 'employeeNumber',
+    structureTypes: [
+      { key: 'company', name: 'Company', subjectAssignable: false, customFields: [] },
+      {
+        key: 'department',
+        name: 'Department',
+        subjectAssignable: true,
+        customFields: [
+          { key: 'costCenter', name: 'Cost center', dataType: 'String', type: 'Text' },
+          { key: 'headcount', name: 'Headcount', dataType: 'Integer' },
+          { key: 'opened', name: 'Opened', dataType: 'Date' },
+          { key: 'budget', name: 'Budget', dataType: 'Decimal' },
+          { key: 'active', name: 'Active', dataType: 'Boolean' },
+          { key: 'manager', name: 'Manager', dataType: 'UserIdentifier' },
+        ],
+      },
+    ],
+    structuralEntities: [],
+    users: [{ id: 'u-1', displayName: 'Ann Smith', email: 'ann@example.org', active: true }],
+    ...overrides,
+  };
+}
+
+export interface TestTenant {
+  key: string;
+  /** A token from the real token endpoint for a client of this tenant (default: the full client). */
+  token(opts?: { clientId?: string; clientSecret?: string; scope?: string }): Promise<string>;
+  /** An API client holding such a token. */
+  client(opts?: { clientId?: string; clientSecret?: string; scope?: string }): Promise<ApiClient>;
+}
+
+/** Applies a tenant file with one tenant (see tenantConfig) and returns helpers for it. */
+export async function createTenant(app: TestApp, overrides: Record<string, unknown> = {}): Promise<TestTenant> {
+  const t = tenantConfig(overrides);
+  await applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), { tenants: [t] });
+  const token = async (opts: { clientId?: string; clientSecret?: string; scope?: string } = {}) => {
+    const form = new URLSearchParams({
+      grant_type: 'client_credentials',
+      tenant_key: t.key,
+      client_id: opts.clientId ?? FULL_CLIENT.clientId,
+      client_secret: opts.clientSecret ?? FULL_CLIENT.clientSecret,
+      ...(opts.scope !== undefined ? { scope: opts.scope } : { scope: 'ServiceApi' }),
+    });
+    const res = await fetch(`${app.url}/connect/token`, { method: 'POST', body: form });
+    const body = (await res.json()) as { access_token?: string };
+    if (res.status !== 200 || !body.access_token) throw new Error(`token request failed: ${res.status} ${JSON.stringify(body)}`);
+    return body.access_token;
+  };
+  return { key: t.key, token, client: async (opts) => new ApiClient(app.url, await token(opts)) };
+}
+
+export interface ApiResponse<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+/** Minimal HTTP client for tests: JSON in, JSON (or text) out. */
+export class ApiClient {
+  constructor(
+    readonly url: string,
+    readonly token: string | undefined,
+  ) {}
+
+  async request<T = any>(method: string, path: string, opts: { body?: unknown; raw?: string | Uint8Array; headers?: Record<string, string> } = {}): Promise<ApiResponse<T>> {
+    const headers: Record<string, string> = { ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) };
+    let body: string | Uint8Array | undefined;
+    if (opts.raw !== undefined) body = opts.raw;
+    else if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers['content-type'] = 'application/json';
+    }
+    const res = await fetch(`${this.url}${path}`, { method, headers: { ...headers, ...opts.headers }, body: body as BodyInit | undefined });
+    const text = await res.text();
+    let parsed: unknown = text;
+    if (/json/.test(res.headers.get('content-type') ?? '') && text !== '') parsed = JSON.parse(text);
+    return { status: res.status, headers: res.headers, body: parsed as T };
+  }
+
+  get<T = any>(path: string, headers?: Record<string, string>) {
+    return this.request<T>('GET', path, headers ? { headers } : {});
+  }
+  put<T = any>(path: string, body?: unknown) {
+    return this.request<T>('PUT', path, { body });
+  }
+  post<T = any>(path: string, body?: unknown) {
+    return this.request<T>('POST', path, { body });
+  }
+  patch<T = any>(path: string, body?: unknown) {
+    return this.request<T>('PATCH', path, { body });
+  }
+  delete<T = any>(path: string) {
+    return this.request<T>('DELETE', path);
+  }
+
+  /** POST /graphql; returns the HTTP status and the GraphQL response body. */
+  gql<T = any>(query: string, variables?: Record<string, unknown>) {
+    return this.request<{ data?: T; errors?: { message: string; path?: string[]; extensions?: Record<string, any> }[] }>('POST', '/graphql', {
+      body: { query, variables },
+    });
+  }
+}
