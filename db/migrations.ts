@@ -1,5 +1,6 @@
 import type { Migration } from 'kysely';
 import * as m0001 from './migrations/0001_foundation.js';
+import * as m0002 from './migrations/0002_subjects.js';
 
 /**
  * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
@@ -7,4 +8,5 @@ import * as m0001 from './migrations/0001_foundation.js';
  */
 export const migrations: Record<string, Migration> = {
   '0001_foundation': m0001,
+  '0002_subjects': m0002,
 };

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { costLimitPlugin } from '@escape.tech/graphql-armor-cost-limit';
 import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { createYoga } from 'graphql-yoga';
+import { GraphQLError } from 'graphql';
+import { type Plugin, createYoga, maskError } from 'graphql-yoga';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
@@ -24,6 +25,33 @@ export interface App {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+/**
+ * Expected errors carry `extensions.http.status` for the REST mapping, but Yoga would answer a whole
+ * GraphQL response with the highest such status. Over GraphQL an expected error belongs to its field and
+ * the response is 200 with the other fields' data (D4); the status stays visible as `extensions.status`.
+ */
+const graphqlErrorsAnswer200: Plugin = {
+  onExecutionResult({ result, setResult }) {
+    if (!result || !('errors' in result) || !result.errors?.length) return;
+    setResult({
+      ...result,
+      errors: result.errors.map((e) => {
+        const ext = e.extensions as { http?: { status?: number } } | undefined;
+        if (!ext?.http) return e;
+        const { http, ...rest } = e.extensions;
+        return new GraphQLError(e.message, {
+          nodes: e.nodes ?? null,
+          source: e.source ?? null,
+          positions: e.positions ?? null,
+          path: e.path ?? null,
+          originalError: e.originalError ?? null,
+          extensions: { ...rest, status: ext.http.status },
+        });
+      }),
+    });
+  },
+};
 
 /** Builds the HTTP application over an open, migrated database; `listen()` is the caller's (server.ts, tests). */
 export async function buildApp({ config, db, logger }: { config: Config; db: Db; logger: Logger }): Promise<App> {
@@ -76,6 +104,19 @@ export async function buildApp({ config, db, logger }: { config: Config; db: Db;
     graphqlEndpoint: '/graphql',
     graphiql,
     landingPage: false,
+    maskedErrors: {
+      // PostgreSQL cannot store U+0000 in text: such an argument is bad input, not a server error (P3).
+      maskError: (error, message, isDev) => {
+        const original = (error as GraphQLError).originalError as { code?: string } | undefined;
+        if (original?.code === '22021' || original?.code === '22P05') {
+          return new GraphQLError('An argument holds a character that cannot be stored (U+0000).', {
+            path: (error as GraphQLError).path ?? null,
+            extensions: { code: 'BAD_REQUEST', status: 400 },
+          });
+        }
+        return maskError(error, message, isDev);
+      },
+    },
     logging: {
       debug: (...a) => logger.debug(a),
       info: (...a) => logger.info(a),
@@ -84,6 +125,7 @@ export async function buildApp({ config, db, logger }: { config: Config; db: Db;
     },
     context: ({ req }) => createContext({ db, principal: req.principal!, requestId: String(req.id), log: req.log }),
     plugins: [
+      graphqlErrorsAnswer200,
       maxDepthPlugin({ n: config.GRAPHQL_MAX_DEPTH, ignoreIntrospection: true, flattenFragments: true }),
       costLimitPlugin({ maxCost: config.GRAPHQL_MAX_COST, ignoreIntrospection: true }),
     ],

@@ -46,9 +46,20 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
       },
     },
     nodesQueryOptions: {
-      resolve: (_root, { ids }, ctx, _info, resolveNodes) => {
-        for (const id of ids) requireNodePermission(ctx.principal, id.typename);
-        return resolveNodes(ids);
+      // A forbidden id fails only its own item (an Error as a list item), never the whole list.
+      resolve: async (_root, { ids }, ctx, _info, resolveNodes) => {
+        const denied = ids.map((id) => {
+          try {
+            requireNodePermission(ctx.principal, id.typename);
+            return undefined;
+          } catch (e) {
+            return e as Error;
+          }
+        });
+        const allowed = ids.filter((_, i) => !denied[i]);
+        const resolved = await resolveNodes(allowed);
+        let next = 0;
+        return ids.map((_, i) => denied[i] ?? resolved[next++]);
       },
     },
   },

@@ -21,7 +21,7 @@ const envSchema = z
     AUTH_TENANT_CLAIM: z.string().min(1).default('tenant'),
     MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
     GRAPHQL_MAX_DEPTH: z.coerce.number().int().min(15).max(100).default(20),
-    GRAPHQL_MAX_COST: z.coerce.number().int().min(100).default(20000),
+    GRAPHQL_MAX_COST: z.coerce.number().int().min(100).default(100000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10000),
     GRAPHIQL: bool.optional(),

@@ -7,6 +7,7 @@ import {
   type GeneratedAlways,
   type Insertable,
   Kysely,
+  type LogEvent,
   Migrator,
   PostgresDialect,
   type Selectable,
@@ -41,6 +42,7 @@ export interface TenantTable {
   external_id_field_key: string | null;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
+  data_version: Generated<string>;
 }
 
 export interface ClientTable {
@@ -151,6 +153,34 @@ export interface DataExtractTable {
   options: unknown;
 }
 
+export interface SubjectTable {
+  tenant_id: string;
+  id: Generated<string>;
+  external_id: string | null;
+  matching_key: string;
+  /** field key → canonical value, or array of them for an array field (see custom-fields.ts). */
+  values: Record<string, unknown>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface SubjectValueTable {
+  tenant_id: string;
+  subject_id: string;
+  field_key: string;
+  ordinal: number;
+  value_text: string | null;
+  sort_key: string | null;
+  searchable: Generated<boolean>;
+}
+
+export interface SubjectLocationTable {
+  tenant_id: string;
+  subject_id: string;
+  structural_entity_id: string;
+  created_at: Generated<Date>;
+}
+
 /** The one Kysely schema of the service. */
 export interface Database {
   signing_key: SigningKeyTable;
@@ -168,6 +198,9 @@ export interface Database {
   portal_config: PortalConfigTable;
   data_source: DataSourceTable;
   data_extract: DataExtractTable;
+  subject: SubjectTable;
+  subject_value: SubjectValueTable;
+  subject_location: SubjectLocationTable;
 }
 
 export type Tenant = Selectable<TenantTable>;
@@ -178,6 +211,8 @@ export type StructureTypeField = Selectable<StructureTypeFieldTable>;
 export type StructuralEntityRow = Selectable<StructuralEntityTable>;
 export type NewStructuralEntity = Insertable<StructuralEntityTable>;
 export type SigningKey = Selectable<SigningKeyTable>;
+export type SubjectRow = Selectable<SubjectTable>;
+export type NewSubjectValue = Insertable<SubjectValueTable>;
 
 export type Db = Kysely<Database>;
 
@@ -192,6 +227,15 @@ export interface DatabaseOptions {
   databaseUrl?: string | undefined;
   dataDir: string;
   poolSize?: number;
+  /** An idle pooled connection failed (server restart, terminated backend); the pool replaces it. */
+  onPoolError?: (error: Error) => void;
+  /** Called with every executed statement (debugging, EXPLAIN evidence in docs and benches). */
+  onQuery?: (sql: string, parameters: readonly unknown[], ms: number) => void;
+}
+
+function logOption(opts: Pick<DatabaseOptions, 'onQuery'>) {
+  const on = opts.onQuery;
+  return on ? { log: (e: LogEvent) => on(e.query.sql, e.query.parameters, e.queryDurationMillis) } : {};
 }
 
 /**
@@ -200,19 +244,26 @@ export interface DatabaseOptions {
  */
 export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandle> {
   if (opts.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10 });
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10, options: `-c ${SEARCH_THRESHOLD}` });
+    // Without a listener, an error on an idle client is an unhandled 'error' event: the process dies.
+    pool.on('error', (e) => opts.onPoolError?.(e));
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...logOption(opts) });
     return { db, kind: 'postgres', close: () => db.destroy() };
   }
   await fs.mkdir(opts.dataDir, { recursive: true });
   const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm } });
-  return wrapPglite(pglite);
+  return await wrapPglite(pglite, opts);
 }
 
+// D7 search: `term <% text` (word_similarity >= this) is what the trigram GIN index can answer.
+const SEARCH_THRESHOLD = 'pg_trgm.word_similarity_threshold=0.3';
+
 /** Wraps an open PGlite instance (tests pass clones of a migrated template). */
-export function wrapPglite(pglite: PGlite): DatabaseHandle {
+export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'onQuery'> = {}): Promise<DatabaseHandle> {
+  // One connection for the life of the instance: a session setting holds for every query.
+  await pglite.exec(`SET ${SEARCH_THRESHOLD.replace('=', ' = ')}`);
   const pool = new pg.Pool(createPgConfig(pglite) as pg.PoolConfig);
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...logOption(opts) });
   return {
     db,
     kind: 'pglite',

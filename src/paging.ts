@@ -17,7 +17,7 @@ export interface PageArgs {
 }
 
 /** Whitelisted SQL types a sort value is compared as (cursor values travel as text). */
-export type SortSqlType = 'text' | 'integer' | 'bigint' | 'numeric' | 'boolean' | 'date' | 'time' | 'timestamptz';
+export type SortSqlType = 'text' | 'integer' | 'bigint' | 'numeric' | 'double precision' | 'boolean' | 'date' | 'time' | 'timestamptz' | 'uuid';
 
 /** How one list orders by one OrderBy key. `value` may be null for rows missing it; `id` never is. */
 export interface SortKey {
@@ -54,7 +54,51 @@ function encodeCursor(list: string, sortName: string, p: Position): string {
   return Buffer.from(JSON.stringify([list, sortName, p.v, p.i])).toString('base64url');
 }
 
-function decodeCursor(list: string, sortName: string, cursor: string, param: 'after' | 'before'): Position {
+function validDate(y: string, m: string, d: string): boolean {
+  const date = new Date(0);
+  date.setUTCFullYear(+y, +m - 1, +d);
+  return date.getUTCFullYear() === +y && date.getUTCMonth() === +m - 1 && date.getUTCDate() === +d;
+}
+
+const DATE_TEXT = /^(\d{4})-(\d{2})-(\d{2})$/;
+const TIME_TEXT = /^(?:(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?|24:00:00)$/;
+const TIMESTAMP_TEXT = /^(\d{4})-(\d{2})-(\d{2})[ T](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-]\d{2}(?::?\d{2}){0,2})?$/;
+
+/**
+ * Whether `v` is text PostgreSQL reads as `type` without error. A forged cursor whose value does not fit
+ * the ordering's type is not a position of that ordering (D6: 400, never a failed cast and a 500).
+ */
+function fitsType(type: SortSqlType, v: string): boolean {
+  switch (type) {
+    case 'text':
+      return true;
+    case 'integer':
+      return /^-?\d{1,10}$/.test(v) && Number(v) >= -2147483648 && Number(v) <= 2147483647;
+    case 'bigint':
+      return /^-?\d{1,19}$/.test(v) && BigInt(v) >= -(2n ** 63n) && BigInt(v) < 2n ** 63n;
+    case 'numeric':
+      return v === 'NaN' || /^-?\d{1,1000}(?:\.\d{1,1000})?$/.test(v);
+    case 'double precision':
+      return /^-?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i.test(v) && Number.isFinite(Number(v));
+    case 'uuid':
+      return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v);
+    case 'boolean':
+      return v === 'true' || v === 'false';
+    case 'date': {
+      const m = DATE_TEXT.exec(v);
+      return m !== null && validDate(m[1]!, m[2]!, m[3]!);
+    }
+    case 'time':
+      return TIME_TEXT.test(v);
+    case 'timestamptz': {
+      const m = TIMESTAMP_TEXT.exec(v);
+      return m !== null && validDate(m[1]!, m[2]!, m[3]!);
+    }
+  }
+}
+
+function decodeCursor(list: string, sort: SortKey, cursor: string, param: 'after' | 'before'): Position {
+  const sortName = sort.name;
   const bad = () => ValidationError.at(param, `The cursor is not valid for this list and ordering.`);
   if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad();
   let parsed: unknown;
@@ -65,7 +109,8 @@ function decodeCursor(list: string, sortName: string, cursor: string, param: 'af
   }
   if (
     !Array.isArray(parsed) || parsed.length !== 4 || parsed[0] !== list || parsed[1] !== sortName ||
-    !(parsed[2] === null || typeof parsed[2] === 'string') || typeof parsed[3] !== 'string'
+    !(parsed[2] === null || typeof parsed[2] === 'string') || typeof parsed[3] !== 'string' ||
+    (parsed[2] === null && !sort.nullable) || (parsed[2] !== null && !fitsType(sort.type, parsed[2])) || !fitsType(sort.idType, parsed[3])
   ) {
     throw bad();
   }
@@ -98,6 +143,10 @@ const cast = (v: string, type: SortSqlType) => sql`cast(${v} as ${sql.raw(type)}
  */
 function beyond(key: SortKey, p: Position, ahead: boolean): Expression<SqlBool> {
   const op = sql.raw(ahead ? '>' : '<');
+  if (!key.nullable && p.v !== null) {
+    // Never NULL, and a row comparison is an index range condition: page 5,000 costs what page 1 does.
+    return sql<SqlBool>`((${key.value}, ${key.id}) ${op} (${cast(p.v, key.type)}, ${cast(p.i, key.idType)}))`;
+  }
   const id = sql`${key.id} ${op} ${cast(p.i, key.idType)}`;
   let pred;
   if (p.v === null) {
@@ -130,8 +179,8 @@ export interface PaginateOptions<Row> {
 export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connection<Row>> {
   const { list, sort, args } = opts;
   const { size, fromEnd } = pageWindow(args);
-  const after = args.after ? decodeCursor(list, sort.name, args.after, 'after') : null;
-  const before = args.before ? decodeCursor(list, sort.name, args.before, 'before') : null;
+  const after = args.after ? decodeCursor(list, sort, args.after, 'after') : null;
+  const before = args.before ? decodeCursor(list, sort, args.before, 'before') : null;
   const descending = args.orderDirection === 'DESCENDING';
   // "Ahead" in the requested direction is ascending-ahead unless descending.
   const ahead = (p: Position, forward: boolean) => beyond(sort, p, forward !== descending);
@@ -183,5 +232,49 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
       endCursor: edges[edges.length - 1]?.cursor ?? null,
     },
     totalCount: () => (counted ??= opts.count()),
+  };
+}
+
+/**
+ * The same connection over items already loaded (a subject's few locations, batched by a loader):
+ * identical cursors, window and exact page flags as `paginate`, computed in memory. `position` gives an
+ * item's order-preserving sort text and its unique id; texts compare by UTF-16 code units.
+ */
+export function paginateLoaded<T>(opts: {
+  list: string;
+  sortName: string;
+  items: readonly T[];
+  position: (item: T) => { v: string; i: string };
+  args: PageArgs;
+}): Connection<T> {
+  const { list, sortName, args } = opts;
+  const { size, fromEnd } = pageWindow(args);
+  const textSort: SortKey = { name: sortName, value: sql``, type: 'text', nullable: false, id: sql``, idType: 'text' };
+  const after = args.after ? decodeCursor(list, textSort, args.after, 'after') : null;
+  const before = args.before ? decodeCursor(list, textSort, args.before, 'before') : null;
+  const cmp = (a: Position, b: Position) => (a.v! < b.v! ? -1 : a.v! > b.v! ? 1 : a.i < b.i ? -1 : a.i > b.i ? 1 : 0);
+  const sign = args.orderDirection === 'DESCENDING' ? -1 : 1;
+  const all = opts.items.map((node) => ({ node, pos: opts.position(node) })).sort((a, b) => sign * cmp(a.pos, b.pos));
+  // In the requested direction: is `p` strictly beyond `anchor` (forward) or before it (backward)?
+  const ahead = (p: Position, anchor: Position, forward: boolean) => sign * cmp(p, anchor) * (forward ? 1 : -1) > 0;
+  const window = all.filter((x) => (!after || ahead(x.pos, after, true)) && (!before || ahead(x.pos, before, false)));
+  const page = fromEnd ? window.slice(Math.max(0, window.length - size)) : window.slice(0, size);
+  const first = page[0];
+  const last = page[page.length - 1];
+  const idx = (x: (typeof all)[number]) => all.indexOf(x);
+  let hasNextPage: boolean;
+  let hasPreviousPage: boolean;
+  if (!fromEnd) {
+    hasNextPage = window.length > size || (before !== null && (last ? idx(last) < all.length - 1 : all.some((x) => !after || ahead(x.pos, after, true))));
+    hasPreviousPage = after !== null && (first ? idx(first) > 0 : all.some((x) => !ahead(x.pos, after, true)));
+  } else {
+    hasPreviousPage = window.length > size || (after !== null && (first ? idx(first) > 0 : all.some((x) => !before || ahead(x.pos, before, false))));
+    hasNextPage = before !== null && (last ? idx(last) < all.length - 1 : all.some((x) => !ahead(x.pos, before, false)));
+  }
+  const edges = page.map((x) => ({ cursor: encodeCursor(list, sortName, x.pos), node: x.node }));
+  return {
+    edges,
+    pageInfo: { hasNextPage, hasPreviousPage, startCursor: edges[0]?.cursor ?? null, endCursor: edges[edges.length - 1]?.cursor ?? null },
+    totalCount: () => Promise.resolve(all.length),
   };
 }

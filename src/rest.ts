@@ -1,6 +1,6 @@
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import express, { type NextFunction, type Request, type Response, Router } from 'express';
-import { type GraphQLSchema, execute, validate } from 'graphql';
+import { type GraphQLError, type GraphQLSchema, execute, validate } from 'graphql';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { createContext } from './context.js';
@@ -8,7 +8,7 @@ import type { Db } from './db.js';
 import { requireToken } from './domains/auth/authenticate.js';
 import type { Scope } from './domains/auth/permissions.js';
 import type { TokenService } from './domains/auth/tokens.js';
-import { AppError, type FieldErrors, ValidationError } from './errors.js';
+import { AppError, type FieldErrors, NotFoundError, ValidationError } from './errors.js';
 
 export interface RestRequest<P, Q, B> {
   params: P;
@@ -156,18 +156,26 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       Object.assign(errors, zodErrors(r.error, prefix));
       return undefined as T;
     };
+    // [tests fix] A path key holding U+0000 names nothing that can exist: 404, as an unknown key (D2).
+    if (nulPaths(req.params, '').length > 0) throw new NotFoundError('No resource has this key.');
     const params = parse(route.params, req.params, '');
     let query: unknown;
     if (route.query) {
       const bound = bindQuery(req.originalUrl, route.query);
       Object.assign(errors, bound.errors);
       query = parse(route.query, bound.value, '');
+      addNulErrors(errors, bound.value); // [tests fix]
     }
     let body: unknown;
     if (route.body) {
       const raw = (req as { body?: unknown }).body;
       if (raw === undefined && route.body.required) errors['$'] = ['A request body is required.'];
-      else body = parse(route.body.schema, raw === undefined ? undefined : canonicalKeys(raw, route.body.schema), '');
+      else {
+        // [tests fix] canonical keys computed once so that U+0000 problems are named in the contract casing.
+        const canonical = raw === undefined ? undefined : canonicalKeys(raw, route.body.schema);
+        body = parse(route.body.schema, canonical, '');
+        addNulErrors(errors, canonical);
+      }
     }
     if (Object.keys(errors).length > 0) throw new ValidationError(errors);
 
@@ -179,6 +187,8 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       contextValue: createContext({ db: deps.db, principal, requestId: String(req.id), log: req.log as Logger }),
     });
     if (result.errors?.length) {
+      // [tests fix] Variables the operation could not coerce (no execution happened): bad input, 400 (D5).
+      if (!('data' in result)) throw variableCoercionError(result.errors, location);
       const appError = result.errors.map((e) => e.originalError ?? e).find((e): e is AppError => e instanceof AppError);
       if (appError) {
         if (appError.fieldErrors) {
@@ -194,6 +204,35 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
     res.status(status).json(out);
   }
   return router;
+}
+
+// [tests fix] D5: PostgreSQL text and jsonb cannot hold U+0000, so a string with it used to reach the
+// database and fail there (500). It is bad input: 400 naming each location (contract casing, as bound).
+function nulPaths(value: unknown, at: string): string[] {
+  if (typeof value === 'string') return value.includes('\u0000') ? [at || '$'] : [];
+  if (Array.isArray(value)) return value.flatMap((v, i) => nulPaths(v, `${at}[${i}]`));
+  if (typeof value === 'object' && value !== null) {
+    return Object.entries(value).flatMap(([k, v]) => (k.includes('\u0000') ? [at || '$'] : nulPaths(v, at ? `${at}.${k}` : k)));
+  }
+  return [];
+}
+
+function addNulErrors(errors: FieldErrors, value: unknown): void {
+  for (const p of nulPaths(value, '')) (errors[p] ??= []).push('Must not contain the NUL character (U+0000).');
+}
+
+// [tests fix] D5: a query value that passed the route's zod schema but that GraphQL cannot coerce (an Int
+// beyond 32 bits, e.g. `First=3000000000`) is bad input naming the parameter, not an unexpected error.
+// Only variable coercion can fail before execution here: the route operations are validated at start-up.
+function variableCoercionError(errors: readonly GraphQLError[], location: (path: string) => string): Error {
+  const mapped: FieldErrors = {};
+  for (const e of errors) {
+    const name = /^Variable "\$(\w+)"/.exec(e.message)?.[1];
+    if (!name) return e.originalError ?? e; // not a variable problem: left to the 500 handler
+    const why = e.message.includes('; ') ? e.message.slice(e.message.indexOf('; ') + 2) : 'invalid value';
+    (mapped[location(name)] ??= []).push(`${location(name)} is not valid: ${why}`);
+  }
+  return new ValidationError(mapped);
 }
 
 /** The contract's PascalCase paged envelope (D5/D6) around mapped nodes. */

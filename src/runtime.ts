@@ -11,8 +11,13 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {
 }
 
 /** Opens the configured database and brings it to the latest migration. */
-export async function openMigratedDatabase(config: Config): Promise<DatabaseHandle> {
-  const handle = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR, poolSize: config.DATABASE_POOL_SIZE });
+export async function openMigratedDatabase(config: Config, logger?: Logger): Promise<DatabaseHandle> {
+  const handle = await openDatabase({
+    databaseUrl: config.DATABASE_URL,
+    dataDir: config.DATA_DIR,
+    poolSize: config.DATABASE_POOL_SIZE,
+    onPoolError: (err) => logger?.warn({ err: err.message }, 'idle database connection failed; replaced'),
+  });
   try {
     await migrateToLatest(handle.db);
   } catch (e) {

@@ -19,7 +19,7 @@ async function main(): Promise<void> {
     throw e;
   }
   const logger = createLogger(config);
-  const handle = await openMigratedDatabase(config);
+  const handle = await openMigratedDatabase(config, logger);
 
   let demo: { clientId: string; clientSecret: string; tenantKey: string } | undefined;
   if (config.TENANT_CONFIG) {

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
-import { sql } from 'kysely';
+import { type KyselyPlugin, sql } from 'kysely';
 import { pino } from 'pino';
 import { inject } from 'vitest';
 import { buildApp } from '../src/app.js';
@@ -30,11 +30,11 @@ export async function openTestDatabase(): Promise<DatabaseHandle & { dispose(): 
   if (pgTemplate) {
     const base = process.env['DATABASE_URL']!;
     const name = `ssdi_t_${randomBytes(6).toString('hex')}`;
-    const admin = await openDatabase({ databaseUrl: base, dataDir: '' });
+    const admin = await openDatabase({ databaseUrl: base, dataDir: '', onPoolError: () => {} });
     await sql`CREATE DATABASE ${sql.id(name)} TEMPLATE ${sql.id(pgTemplate)}`.execute(admin.db);
     const u = new URL(base);
     u.pathname = `/${name}`;
-    const handle = await openDatabase({ databaseUrl: u.toString(), dataDir: '', poolSize: 10 });
+    const handle = await openDatabase({ databaseUrl: u.toString(), dataDir: '', poolSize: 10, onPoolError: () => {} });
     return {
       ...handle,
       dispose: async () => {
@@ -46,7 +46,7 @@ export async function openTestDatabase(): Promise<DatabaseHandle & { dispose(): 
   }
   const dir = await mkdtemp(path.join(tmpdir(), 'ssdi-test-'));
   await cp(inject('pgliteTemplate'), dir, { recursive: true });
-  const handle = wrapPglite(await PGlite.create(dir, { extensions: { pg_trgm } }));
+  const handle = await wrapPglite(await PGlite.create(dir, { extensions: { pg_trgm } }));
   return {
     ...handle,
     dispose: async () => {
@@ -60,13 +60,14 @@ export async function openTestDatabase(): Promise<DatabaseHandle & { dispose(): 
  * Starts the real HTTP app on an ephemeral loopback port over a fresh database. The port is bound
  * before the app is built so PUBLIC_URL (the token issuer) is the address clients really use.
  */
-export async function startApp(env: Record<string, string> = {}): Promise<TestApp> {
+export async function startApp(env: Record<string, string> = {}, opts: { plugins?: KyselyPlugin[] } = {}): Promise<TestApp> {
   const handle = await openTestDatabase();
+  const appDb = (opts.plugins ?? []).reduce((db, p) => db.withPlugin(p), handle.db);
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
-  const { app, tokens } = await buildApp({ config, db: handle.db, logger: pino({ level: config.LOG_LEVEL }) });
+  const { app, tokens } = await buildApp({ config, db: appDb, logger: pino({ level: config.LOG_LEVEL }) });
   server.on('request', app);
   return {
     url,
@@ -197,5 +198,20 @@ export class ApiClient {
     return this.request<{ data?: T; errors?: { message: string; path?: string[]; extensions?: Record<string, any> }[] }>('POST', '/graphql', {
       body: { query, variables },
     });
+  }
+}
+
+/**
+ * A Kysely plugin counting the statements the app executes (for "a fixed number of queries" tests).
+ * transformResult runs once per executed statement (transformQuery also runs for subquery nodes).
+ */
+export class StatementCounter implements KyselyPlugin {
+  count = 0;
+  transformQuery(args: Parameters<KyselyPlugin['transformQuery']>[0]) {
+    return args.node;
+  }
+  async transformResult(args: Parameters<KyselyPlugin['transformResult']>[0]) {
+    this.count++;
+    return args.result;
   }
 }

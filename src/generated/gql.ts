@@ -18,12 +18,28 @@ type Documents = {
     "\n    query RestStructuralEntities(\n      $parentKey: String, $depth: Int, $searchTerm: String, $subjectAssignable: Boolean, $structureTypeKey: String,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      structuralEntities(\n        parentKey: $parentKey, depth: $depth, searchTerm: $searchTerm, subjectAssignable: $subjectAssignable,\n        structureTypeKey: $structureTypeKey,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestStructuralEntity } }\n      }\n    }\n  ": typeof types.RestStructuralEntitiesDocument,
     "\n    query RestStructuralEntity($key: String!) {\n      structuralEntity(key: $key) { ...RestStructuralEntity }\n    }\n  ": typeof types.RestStructuralEntityDocument,
     "\n    mutation RestUpsertStructuralEntity($input: UpsertStructuralEntityInput!) {\n      upsertStructuralEntity(input: $input) { created structuralEntity { ...RestStructuralEntity } }\n    }\n  ": typeof types.RestUpsertStructuralEntityDocument,
+    "\n  fragment RestSubject on Subject {\n    subjectId\n    externalId\n    customFieldValues { field { key name type required isArray } values { dataType valueText } }\n  }\n": typeof types.RestSubjectFragmentDoc,
+    "\n  fragment RestSubjectWithLocations on Subject {\n    ...RestSubject\n    structuralEntities(first: 1000) { edges { node { ...RestStructuralEntity } } }\n  }\n": typeof types.RestSubjectWithLocationsFragmentDoc,
+    "\n    query RestSubjects(\n      $structuralEntityKeys: [String!], $includeDescendants: Boolean, $searchTerm: String,\n      $customFieldValueFilter: CustomFieldValueFilterInput,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      subjects(\n        structuralEntityKeys: $structuralEntityKeys, includeDescendants: $includeDescendants, searchTerm: $searchTerm,\n        customFieldValueFilter: $customFieldValueFilter,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestSubject } }\n      }\n    }\n  ": typeof types.RestSubjectsDocument,
+    "\n    query RestSubject($id: ID!) { subject(id: $id) { ...RestSubjectWithLocations } }\n  ": typeof types.RestSubjectDocument,
+    "\n    mutation RestUpdateSubject($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { ...RestSubjectWithLocations } } }\n  ": typeof types.RestUpdateSubjectDocument,
+    "\n    mutation RestUpsertSubject($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created subject { ...RestSubject } } }\n  ": typeof types.RestUpsertSubjectDocument,
+    "\n    mutation RestAddSubjectLocations($input: SubjectLocationsInput!) {\n      addSubjectToStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  ": typeof types.RestAddSubjectLocationsDocument,
+    "\n    mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {\n      removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  ": typeof types.RestRemoveSubjectLocationsDocument,
 };
 const documents: Documents = {
     "\n  fragment RestStructuralEntity on StructuralEntity {\n    key\n    displayName\n    parentKey\n    depth\n    structureType { key name subjectAssignable customFields { key name type required } }\n    customFieldValues { field { key name type required } values { dataType value valueText } }\n  }\n": types.RestStructuralEntityFragmentDoc,
     "\n    query RestStructuralEntities(\n      $parentKey: String, $depth: Int, $searchTerm: String, $subjectAssignable: Boolean, $structureTypeKey: String,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      structuralEntities(\n        parentKey: $parentKey, depth: $depth, searchTerm: $searchTerm, subjectAssignable: $subjectAssignable,\n        structureTypeKey: $structureTypeKey,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestStructuralEntity } }\n      }\n    }\n  ": types.RestStructuralEntitiesDocument,
     "\n    query RestStructuralEntity($key: String!) {\n      structuralEntity(key: $key) { ...RestStructuralEntity }\n    }\n  ": types.RestStructuralEntityDocument,
     "\n    mutation RestUpsertStructuralEntity($input: UpsertStructuralEntityInput!) {\n      upsertStructuralEntity(input: $input) { created structuralEntity { ...RestStructuralEntity } }\n    }\n  ": types.RestUpsertStructuralEntityDocument,
+    "\n  fragment RestSubject on Subject {\n    subjectId\n    externalId\n    customFieldValues { field { key name type required isArray } values { dataType valueText } }\n  }\n": types.RestSubjectFragmentDoc,
+    "\n  fragment RestSubjectWithLocations on Subject {\n    ...RestSubject\n    structuralEntities(first: 1000) { edges { node { ...RestStructuralEntity } } }\n  }\n": types.RestSubjectWithLocationsFragmentDoc,
+    "\n    query RestSubjects(\n      $structuralEntityKeys: [String!], $includeDescendants: Boolean, $searchTerm: String,\n      $customFieldValueFilter: CustomFieldValueFilterInput,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      subjects(\n        structuralEntityKeys: $structuralEntityKeys, includeDescendants: $includeDescendants, searchTerm: $searchTerm,\n        customFieldValueFilter: $customFieldValueFilter,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestSubject } }\n      }\n    }\n  ": types.RestSubjectsDocument,
+    "\n    query RestSubject($id: ID!) { subject(id: $id) { ...RestSubjectWithLocations } }\n  ": types.RestSubjectDocument,
+    "\n    mutation RestUpdateSubject($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { ...RestSubjectWithLocations } } }\n  ": types.RestUpdateSubjectDocument,
+    "\n    mutation RestUpsertSubject($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created subject { ...RestSubject } } }\n  ": types.RestUpsertSubjectDocument,
+    "\n    mutation RestAddSubjectLocations($input: SubjectLocationsInput!) {\n      addSubjectToStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  ": types.RestAddSubjectLocationsDocument,
+    "\n    mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {\n      removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  ": types.RestRemoveSubjectLocationsDocument,
 };
 
 /**
@@ -56,6 +72,38 @@ export function graphql(source: "\n    query RestStructuralEntity($key: String!)
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n    mutation RestUpsertStructuralEntity($input: UpsertStructuralEntityInput!) {\n      upsertStructuralEntity(input: $input) { created structuralEntity { ...RestStructuralEntity } }\n    }\n  "): (typeof documents)["\n    mutation RestUpsertStructuralEntity($input: UpsertStructuralEntityInput!) {\n      upsertStructuralEntity(input: $input) { created structuralEntity { ...RestStructuralEntity } }\n    }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment RestSubject on Subject {\n    subjectId\n    externalId\n    customFieldValues { field { key name type required isArray } values { dataType valueText } }\n  }\n"): (typeof documents)["\n  fragment RestSubject on Subject {\n    subjectId\n    externalId\n    customFieldValues { field { key name type required isArray } values { dataType valueText } }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment RestSubjectWithLocations on Subject {\n    ...RestSubject\n    structuralEntities(first: 1000) { edges { node { ...RestStructuralEntity } } }\n  }\n"): (typeof documents)["\n  fragment RestSubjectWithLocations on Subject {\n    ...RestSubject\n    structuralEntities(first: 1000) { edges { node { ...RestStructuralEntity } } }\n  }\n"];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    query RestSubjects(\n      $structuralEntityKeys: [String!], $includeDescendants: Boolean, $searchTerm: String,\n      $customFieldValueFilter: CustomFieldValueFilterInput,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      subjects(\n        structuralEntityKeys: $structuralEntityKeys, includeDescendants: $includeDescendants, searchTerm: $searchTerm,\n        customFieldValueFilter: $customFieldValueFilter,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestSubject } }\n      }\n    }\n  "): (typeof documents)["\n    query RestSubjects(\n      $structuralEntityKeys: [String!], $includeDescendants: Boolean, $searchTerm: String,\n      $customFieldValueFilter: CustomFieldValueFilterInput,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      subjects(\n        structuralEntityKeys: $structuralEntityKeys, includeDescendants: $includeDescendants, searchTerm: $searchTerm,\n        customFieldValueFilter: $customFieldValueFilter,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestSubject } }\n      }\n    }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    query RestSubject($id: ID!) { subject(id: $id) { ...RestSubjectWithLocations } }\n  "): (typeof documents)["\n    query RestSubject($id: ID!) { subject(id: $id) { ...RestSubjectWithLocations } }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation RestUpdateSubject($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { ...RestSubjectWithLocations } } }\n  "): (typeof documents)["\n    mutation RestUpdateSubject($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { ...RestSubjectWithLocations } } }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation RestUpsertSubject($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created subject { ...RestSubject } } }\n  "): (typeof documents)["\n    mutation RestUpsertSubject($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created subject { ...RestSubject } } }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation RestAddSubjectLocations($input: SubjectLocationsInput!) {\n      addSubjectToStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  "): (typeof documents)["\n    mutation RestAddSubjectLocations($input: SubjectLocationsInput!) {\n      addSubjectToStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {\n      removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  "): (typeof documents)["\n    mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {\n      removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  "];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};

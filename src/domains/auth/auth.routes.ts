@@ -32,7 +32,10 @@ function clientCredentials(req: Request, form: Record<string, unknown>): { id: s
     const decoded = Buffer.from(basic[1]!, 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
     if (colon < 0) return undefined;
-    return { id: decodeFormComponent(decoded.slice(0, colon)), secret: decodeFormComponent(decoded.slice(colon + 1)) };
+    const id = decodeFormComponent(decoded.slice(0, colon));
+    // A client_id form field naming another client than the Basic credentials is a second, conflicting method.
+    if (formId !== undefined && formId !== id) return 'both';
+    return { id, secret: decodeFormComponent(decoded.slice(colon + 1)) };
   }
   if (formId !== undefined && formSecret !== undefined) return { id: formId, secret: formSecret };
   return undefined;

@@ -84,7 +84,13 @@ const listEntities = defineRoute({
   permissions: 'List:StructuralEntity',
   query: z.object({
     ParentKey: z.string().optional(),
-    Depth: z.string().regex(/^[+-]?\d+$/, 'Depth must be an integer.').transform(Number).optional(),
+    // A 32-bit integer: a larger one would fail the GraphQL Int variable instead of answering 400 (D5).
+    Depth: z
+      .string()
+      .regex(/^[+-]?\d+$/, 'Depth must be an integer.')
+      .transform(Number)
+      .refine((n) => n >= -2147483648 && n <= 2147483647, 'Depth must be a 32-bit integer.')
+      .optional(),
     SearchTerm: z.string().optional(),
     SubjectAssignable: z
       .string()

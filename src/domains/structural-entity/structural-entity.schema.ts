@@ -36,7 +36,7 @@ export const StructuralEntityRef = builder.loadableNodeRef('StructuralEntity', {
   sort: (e) => e.key,
 });
 
-const StructuralEntityConnection = builder.connectionObject({ type: StructuralEntityRef, name: 'StructuralEntityConnection' });
+export const StructuralEntityConnection = builder.connectionObject({ type: StructuralEntityRef, name: 'StructuralEntityConnection' });
 
 StructuralEntityRef.implement({
   fields: (t) => ({
@@ -77,7 +77,8 @@ const BUILT_IN_ORDER: Record<string, Omit<SortKey, 'name' | 'id' | 'idType'>> = 
 async function entitySort(ctx: Context, orderBy: string | null | undefined): Promise<SortKey> {
   const id = { id: sql.ref('e.key'), idType: 'text' as const };
   const name = orderBy ?? 'Key';
-  if (BUILT_IN_ORDER[name]) return { name, ...BUILT_IN_ORDER[name], ...id };
+  // Own properties only: `constructor` or `toString` is an unknown OrderBy, not Object.prototype's.
+  if (Object.hasOwn(BUILT_IN_ORDER, name)) return { name, ...BUILT_IN_ORDER[name]!, ...id };
   const types = await structureFieldTypes(ctx.db, ctx.principal.tenantId, name);
   if (types.length > 0) {
     // A key with different data types in different structure types orders as text.

@@ -1,6 +1,7 @@
 import { type FieldDef, type StoredValue, parseSentValues } from '../../custom-fields.js';
 import { type Db, type StructuralEntityRow, inTransaction, isUniqueViolation } from '../../db.js';
-import { ErrorCollector } from '../../errors.js';
+import { ConflictError, ErrorCollector } from '../../errors.js';
+import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { existingUserIds } from '../user/user.repository.js';
 import {
   findEntitiesByKeys,
@@ -112,6 +113,20 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
   }
   errors.throwIfAny();
 
+  // D8: an entity holding subjects cannot become a type subjects cannot be assigned to.
+  if (existing && type && existing.structure_type_key !== type.key && !type.subject_assignable) {
+    const located = await db
+      .selectFrom('subject_location')
+      .select('subject_id')
+      .where('tenant_id', '=', tenantId)
+      .where('structural_entity_id', '=', existing.id)
+      .limit(1)
+      .execute();
+    if (located.length > 0) {
+      throw new ConflictError(`'${existing.key}' has subjects; its type cannot change to '${type.key}', which is not subject-assignable.`);
+    }
+  }
+
   const write = {
     key: input.key,
     display_name: input.displayName ?? existing!.display_name,
@@ -123,7 +138,10 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
     return { entity, created: true };
   }
   await updateEntity(db, tenantId, existing.id, write);
-  if (move) await moveSubtree(db, tenantId, existing, parent);
+  if (move) {
+    await moveSubtree(db, tenantId, existing, parent);
+    await bumpDataVersion(db, tenantId); // subject lists with IncludeDescendants change
+  }
   const entity = (await findEntitiesByKeys(db, tenantId, [existing.key]))[0]!;
   return { entity, created: false };
 }

@@ -95,38 +95,131 @@ const tenant = z.strictObject({
     .default([]),
 });
 
-/** Finds keys listed twice in one array, reporting the later ones. */
-function unique<T>(items: T[], keyOf: (t: T) => string, path: (i: number) => (string | number)[], ctx: z.RefinementCtx, what: string) {
+/** One problem of a tenant file: its path in the document and what is wrong. */
+export interface FileIssue {
+  path: (string | number)[];
+  message: string;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+const prop = (v: unknown, name: string): unknown => (isObject(v) ? v[name] : undefined);
+const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+
+/** Finds keys listed twice in one array, reporting the later ones. Items without a string key are skipped. */
+function unique(items: unknown[], keyName: string, path: (i: number) => (string | number)[], what: string, out: FileIssue[]) {
   const seen = new Set<string>();
   items.forEach((item, i) => {
-    const k = keyOf(item);
-    if (seen.has(k)) ctx.addIssue({ code: 'custom', path: path(i), message: `duplicate ${what} '${k}'` });
+    const k = text(prop(item, keyName));
+    if (k === undefined) return;
+    if (seen.has(k)) out.push({ path: path(i), message: `duplicate ${what} '${k}'` });
     seen.add(k);
   });
 }
 
-/** D3: the tenant configuration file. Cross-references inside one tenant are checked here too. */
+/**
+ * The rules that span items of the file (duplicate keys, a data source's credentials). They read the
+ * document leniently, so they are reported together with shape problems, not only once the shape is valid.
+ */
+export function fileRules(doc: unknown): FileIssue[] {
+  const out: FileIssue[] = [];
+  const tenants = list(prop(doc, 'tenants'));
+  unique(tenants, 'key', (i) => ['tenants', i, 'key'], 'tenant key', out);
+  tenants.forEach((t, ti) => {
+    const at = (...p: (string | number)[]) => ['tenants', ti, ...p];
+    unique(list(prop(t, 'clients')), 'clientId', (i) => at('clients', i, 'clientId'), 'clientId', out);
+    unique(list(prop(t, 'subjectFields')), 'key', (i) => at('subjectFields', i, 'key'), 'field key', out);
+    unique(list(prop(t, 'structureTypes')), 'key', (i) => at('structureTypes', i, 'key'), 'structure type key', out);
+    unique(list(prop(t, 'structuralEntities')), 'key', (i) => at('structuralEntities', i, 'key'), 'structural entity key', out);
+    unique(list(prop(t, 'groups')), 'key', (i) => at('groups', i, 'key'), 'group key', out);
+    unique(list(prop(t, 'users')), 'id', (i) => at('users', i, 'id'), 'user id', out);
+    unique(list(prop(t, 'dataSources')), 'key', (i) => at('dataSources', i, 'key'), 'data source key', out);
+    unique(list(prop(t, 'dataExtracts')), 'key', (i) => at('dataExtracts', i, 'key'), 'data extract key', out);
+    list(prop(t, 'structureTypes')).forEach((st, si) =>
+      unique(list(prop(st, 'customFields')), 'key', (i) => at('structureTypes', si, 'customFields', i, 'key'), 'field key', out),
+    );
+    list(prop(t, 'dataSources')).forEach((d, di) => {
+      if (prop(d, 'tokenUrl') && (!prop(d, 'clientId') || !prop(d, 'clientSecret'))) {
+        out.push({ path: at('dataSources', di, 'clientId'), message: 'clientId and clientSecret are required with tokenUrl' });
+      }
+    });
+  });
+  return out;
+}
+
+/** Keys a tenant already has in the database, which the file may refer to without defining them. */
+export interface KnownKeys {
+  subjectFields: ReadonlySet<string>;
+  structureTypes: ReadonlySet<string>;
+  structuralEntities: ReadonlySet<string>;
+  groups: ReadonlySet<string>;
+  dataSources: ReadonlySet<string>;
+}
+
+/**
+ * References inside one tenant section (`tenants[ti]`) to keys defined neither in the file nor in the
+ * database (`known`), and parent cycles inside the file. Lenient like fileRules.
+ */
+export function referenceRules(t: unknown, ti: number, known: KnownKeys): FileIssue[] {
+  const out: FileIssue[] = [];
+  const at = (...p: (string | number)[]) => ['tenants', ti, ...p];
+  const keys = (section: string, keyName: string, stored: ReadonlySet<string>) =>
+    new Set([...stored, ...list(prop(t, section)).map((x) => text(prop(x, keyName))).filter((k): k is string => k !== undefined)]);
+  const fields = keys('subjectFields', 'key', known.subjectFields);
+  const types = keys('structureTypes', 'key', known.structureTypes);
+  const entities = keys('structuralEntities', 'key', known.structuralEntities);
+  const groups = keys('groups', 'key', known.groups);
+  const sources = keys('dataSources', 'key', known.dataSources);
+  const check = (value: unknown, set: Set<string>, what: string, ...path: (string | number)[]) => {
+    const k = text(value);
+    if (k !== undefined && !set.has(k)) out.push({ path: at(...path), message: `unknown ${what} '${k}'` });
+  };
+
+  list(prop(t, 'matchingFieldKeys')).forEach((k, i) => check(k, fields, 'subject field', 'matchingFieldKeys', i));
+  check(prop(t, 'externalIdFieldKey'), fields, 'subject field', 'externalIdFieldKey');
+  const portal = prop(t, 'portal');
+  check(prop(portal, 'emailFieldKey'), fields, 'subject field', 'portal', 'emailFieldKey');
+  check(prop(portal, 'displayNameFieldKey'), fields, 'subject field', 'portal', 'displayNameFieldKey');
+  list(prop(portal, 'invitationFieldKeys')).forEach((k, i) => check(k, fields, 'subject field', 'portal', 'invitationFieldKeys', i));
+
+  const fileEntities = list(prop(t, 'structuralEntities'));
+  fileEntities.forEach((e, i) => {
+    check(prop(e, 'structureTypeKey'), types, 'structure type', 'structuralEntities', i, 'structureTypeKey');
+    check(prop(e, 'parentKey'), entities, 'parent', 'structuralEntities', i, 'parentKey');
+  });
+  // A parent cycle inside the file: reported once, at the entity that closes it.
+  const index = new Map<string, number>();
+  fileEntities.forEach((e, i) => {
+    const k = text(prop(e, 'key'));
+    if (k !== undefined && !index.has(k)) index.set(k, i);
+  });
+  const state = new Map<number, 'visiting' | 'done'>();
+  const visit = (i: number): void => {
+    if (state.get(i) === 'done') return;
+    if (state.get(i) === 'visiting') {
+      out.push({ path: at('structuralEntities', i, 'parentKey'), message: 'the parent keys in the file form a cycle' });
+      return;
+    }
+    state.set(i, 'visiting');
+    const parent = text(prop(fileEntities[i], 'parentKey'));
+    if (parent !== undefined && index.has(parent)) visit(index.get(parent)!);
+    state.set(i, 'done');
+  };
+  fileEntities.forEach((_, i) => visit(i));
+
+  list(prop(t, 'groups')).forEach((g, gi) =>
+    list(prop(g, 'structuralEntityKeys')).forEach((k, i) => check(k, entities, 'structural entity', 'groups', gi, 'structuralEntityKeys', i)),
+  );
+  list(prop(t, 'users')).forEach((u, ui) => list(prop(u, 'groupKeys')).forEach((k, i) => check(k, groups, 'group', 'users', ui, 'groupKeys', i)));
+  list(prop(t, 'dataExtracts')).forEach((x, xi) => check(prop(x, 'dataSourceKey'), sources, 'data source', 'dataExtracts', xi, 'dataSourceKey'));
+  return out;
+}
+
+/** D3: the tenant configuration file's shape, with the rules spanning its items (fileRules). */
 export const tenantFileSchema = z
   .strictObject({ tenants: z.array(tenant).min(1) })
   .superRefine((file, ctx) => {
-    unique(file.tenants, (t) => t.key, (i) => ['tenants', i, 'key'], ctx, 'tenant key');
-    file.tenants.forEach((t, ti) => {
-      const at = (...p: (string | number)[]) => ['tenants', ti, ...p];
-      unique(t.clients, (c) => c.clientId, (i) => at('clients', i, 'clientId'), ctx, 'clientId');
-      unique(t.subjectFields, (f) => f.key, (i) => at('subjectFields', i, 'key'), ctx, 'field key');
-      unique(t.structureTypes, (s) => s.key, (i) => at('structureTypes', i, 'key'), ctx, 'structure type key');
-      unique(t.structuralEntities, (s) => s.key, (i) => at('structuralEntities', i, 'key'), ctx, 'structural entity key');
-      unique(t.groups, (g) => g.key, (i) => at('groups', i, 'key'), ctx, 'group key');
-      unique(t.users, (u) => u.id, (i) => at('users', i, 'id'), ctx, 'user id');
-      unique(t.dataSources, (d) => d.key, (i) => at('dataSources', i, 'key'), ctx, 'data source key');
-      unique(t.dataExtracts, (d) => d.key, (i) => at('dataExtracts', i, 'key'), ctx, 'data extract key');
-      t.structureTypes.forEach((st, si) => unique(st.customFields, (f) => f.key, (i) => at('structureTypes', si, 'customFields', i, 'key'), ctx, 'field key'));
-      t.dataSources.forEach((d, di) => {
-        if (d.tokenUrl && (!d.clientId || !d.clientSecret)) {
-          ctx.addIssue({ code: 'custom', path: at('dataSources', di, 'clientId'), message: 'clientId and clientSecret are required with tokenUrl' });
-        }
-      });
-    });
+    for (const issue of fileRules(file)) ctx.addIssue({ code: 'custom', ...issue });
   });
 
 export type TenantFile = z.infer<typeof tenantFileSchema>;

@@ -1,10 +1,11 @@
 import { sql } from 'kysely';
 import type { Db } from '../../db.js';
-import { ValidationError } from '../../errors.js';
+import { ConflictError, ValidationError } from '../../errors.js';
 import { hashSecret, verifySecret } from '../auth/secrets.js';
 import type { SecretBox } from '../data/secret-box.js';
 import { upsertStructuralEntity } from '../structural-entity/structural-entity.service.js';
-import { type TenantConfig, type TenantFile, jsonPath, tenantFileSchema } from './tenant-config.js';
+import { reindexSubjects } from '../subject/subject.service.js';
+import { type KnownKeys, type TenantConfig, type TenantFile, fileRules, jsonPath, referenceRules, tenantFileSchema } from './tenant-config.js';
 
 /** An invalid tenant file: every problem with its JSON path. Nothing was written. */
 export class TenantConfigError extends Error {
@@ -13,21 +14,73 @@ export class TenantConfigError extends Error {
   }
 }
 
-/** Validates a parsed JSON document against D3, throwing TenantConfigError with every bad path. */
-export function parseTenantFile(doc: unknown): TenantFile {
+type Problem = { path: string; message: string };
+
+/** Shape problems and the rules spanning items, together (the refinements do not run on a bad shape). */
+function shapeProblems(doc: unknown): { file: TenantFile | undefined; problems: Problem[] } {
   const r = tenantFileSchema.safeParse(doc);
-  if (!r.success) throw new TenantConfigError(r.error.issues.map((i) => ({ path: jsonPath(i.path), message: i.message })));
-  return r.data;
+  if (r.success) return { file: r.data, problems: [] };
+  const issues = [...r.error.issues.map((i) => ({ path: i.path, message: i.message })), ...fileRules(doc)];
+  return { file: undefined, problems: dedupe(issues.map((i) => ({ path: jsonPath(i.path), message: i.message }))) };
+}
+
+function dedupe(problems: Problem[]): Problem[] {
+  const seen = new Set<string>();
+  return problems.filter((p) => {
+    const id = `${p.path}\u0000${p.message}`;
+    if (seen.has(id)) return false;
+    seen.add(id);
+    return true;
+  });
+}
+
+/** Validates a parsed JSON document against D3 (shape only), throwing TenantConfigError with every bad path. */
+export function parseTenantFile(doc: unknown): TenantFile {
+  const { file, problems } = shapeProblems(doc);
+  if (!file) throw new TenantConfigError(problems);
+  return file;
+}
+
+/** The keys a tenant already has (none for a new tenant): a file may refer to them without defining them. */
+async function knownKeys(db: Db, tenantKey: unknown): Promise<KnownKeys> {
+  const tenant = typeof tenantKey === 'string' ? await db.selectFrom('tenant').select('id').where('key', '=', tenantKey).executeTakeFirst() : undefined;
+  if (!tenant) return { subjectFields: new Set(), structureTypes: new Set(), structuralEntities: new Set(), groups: new Set(), dataSources: new Set() };
+  const keys = async (table: 'subject_field' | 'structure_type' | 'structural_entity' | 'user_group' | 'data_source') =>
+    new Set((await db.selectFrom(table).select('key').where('tenant_id', '=', tenant.id).execute()).map((r) => r.key));
+  return {
+    subjectFields: await keys('subject_field'),
+    structureTypes: await keys('structure_type'),
+    structuralEntities: await keys('structural_entity'),
+    groups: await keys('user_group'),
+    dataSources: await keys('data_source'),
+  };
+}
+
+/**
+ * Every problem of the document that can be found before writing, with its JSON path: its shape, the rules
+ * spanning its items, and references to keys defined neither in the file nor in the database (D3: one
+ * error names every problem, even when the shape is wrong too).
+ */
+export async function validateTenantFile(db: Db, doc: unknown): Promise<{ file: TenantFile | undefined; problems: Problem[] }> {
+  const { file, problems } = shapeProblems(doc);
+  const tenants = typeof doc === 'object' && doc !== null && Array.isArray((doc as { tenants?: unknown }).tenants) ? (doc as { tenants: unknown[] }).tenants : [];
+  for (const [ti, t] of tenants.entries()) {
+    const known = await knownKeys(db, typeof t === 'object' && t !== null ? (t as { key?: unknown }).key : undefined);
+    for (const issue of referenceRules(t, ti, known)) problems.push({ path: jsonPath(issue.path), message: issue.message });
+  }
+  return { file, problems: dedupe(problems) };
 }
 
 /**
  * Applies a tenant file in one transaction (D3): upserts every section, never deletes subjects, entities
- * or cached data, and is idempotent (a secret whose stored hash already verifies keeps its hash). Any
- * problem, including references to keys that exist neither in the file nor in the database, rolls back
+ * or cached data, and is idempotent (a secret whose stored hash already verifies keeps its hash, a sealed
+ * outbound secret that still opens to the same value is kept). Every problem found before writing is
+ * reported at once; any problem found while writing (custom field values, for example) rolls back
  * everything.
  */
 export async function applyTenantFile(db: Db, secrets: SecretBox, doc: unknown): Promise<{ tenantKeys: string[] }> {
-  const file = parseTenantFile(doc);
+  const { file, problems } = await validateTenantFile(db, doc);
+  if (!file || problems.length > 0) throw new TenantConfigError(problems);
   await secrets.ready();
   await db.transaction().execute(async (trx) => {
     for (const [i, t] of file.tenants.entries()) await applyTenant(trx, secrets, t, `tenants[${i}]`);
@@ -35,10 +88,25 @@ export async function applyTenantFile(db: Db, secrets: SecretBox, doc: unknown):
   return { tenantKeys: file.tenants.map((t) => t.key) };
 }
 
+/** What subject indexing depends on: field keys and types, matching fields, the ExternalId field. */
+async function subjectConfigSignature(db: Db, tenantId: string) {
+  const fields = await db.selectFrom('subject_field').select(['key', 'data_type', 'is_array']).where('tenant_id', '=', tenantId).orderBy('key').execute();
+  const t = await db.selectFrom('tenant').select(['matching_field_keys', 'external_id_field_key']).where('id', '=', tenantId).executeTakeFirstOrThrow();
+  return { fields: new Map(fields.map((f) => [f.key, f])), signature: JSON.stringify([fields, t.matching_field_keys, t.external_id_field_key]) };
+}
+
+async function fieldHasValues(db: Db, tenantId: string, key: string): Promise<boolean> {
+  const r = await db.selectFrom('subject_value').select('ordinal').where('tenant_id', '=', tenantId).where('field_key', '=', key).where('value_text', 'is not', null).limit(1).execute();
+  return r.length > 0;
+}
+
 async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: string): Promise<void> {
   const problems: { path: string; message: string }[] = [];
   const problem = (path: string, message: string) => problems.push({ path: `${at}.${path}`, message });
 
+  // The subject configuration before this apply: a change re-indexes the tenant's subjects (P24).
+  const previous = await db.selectFrom('tenant').select('id').where('key', '=', t.key).executeTakeFirst();
+  const before = previous ? await subjectConfigSignature(db, previous.id) : { fields: new Map(), signature: '' };
   const tenant = await db
     .insertInto('tenant')
     .values({ key: t.key, name: t.name, matching_field_keys: t.matchingFieldKeys ?? [], external_id_field_key: t.externalIdFieldKey ?? null })
@@ -72,6 +140,10 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
   }
 
   for (const [i, f] of t.subjectFields.entries()) {
+    const was = before.fields.get(f.key);
+    if (was && (was.data_type !== f.dataType || was.is_array !== f.isArray) && (await fieldHasValues(db, tenantId, f.key))) {
+      problem(`subjectFields[${i}].dataType`, `subjects hold values of '${f.key}': its data type and isArray cannot change`);
+    }
     await db
       .insertInto('subject_field')
       .values({ tenant_id: tenantId, key: f.key, name: f.name, data_type: f.dataType, type_label: f.type ?? f.dataType, required: f.required, is_array: f.isArray, position: i })
@@ -95,6 +167,15 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
   });
   if (tenant.external_id_field_key && !subjectFieldKeys.has(tenant.external_id_field_key)) {
     problem('externalIdFieldKey', `unknown subject field '${tenant.external_id_field_key}'`);
+  }
+  if (problems.length === 0 && (await subjectConfigSignature(db, tenantId)).signature !== before.signature) {
+    try {
+      await reindexSubjects(db, tenantId);
+    } catch (e) {
+      if (!(e instanceof ConflictError)) throw e;
+      // The transaction is aborted on PostgreSQL: stop here, the apply rolls back.
+      throw new TenantConfigError([{ path: `${at}.matchingFieldKeys`, message: 'two existing subjects would share the same matching values' }]);
+    }
   }
 
   for (const st of t.structureTypes) {
@@ -124,6 +205,18 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
         )
         .execute();
     }
+  }
+
+  // Users before structural entities: an entity's UserIdentifier value may name a user of the file.
+  // Their group memberships come after the groups, below.
+  for (const u of t.users) {
+    await db
+      .insertInto('app_user')
+      .values({ tenant_id: tenantId, id: u.id, display_name: u.displayName, email: u.email ?? null, active: u.active })
+      .onConflict((oc) =>
+        oc.columns(['tenant_id', 'id']).doUpdateSet((eb) => ({ display_name: eb.ref('excluded.display_name'), email: eb.ref('excluded.email'), active: eb.ref('excluded.active') })),
+      )
+      .execute();
   }
 
   // Parents before children, so each entity's parent exists when it is upserted.
@@ -186,13 +279,6 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
 
   const groupKeys = new Set((await db.selectFrom('user_group').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key));
   for (const [ui, u] of t.users.entries()) {
-    await db
-      .insertInto('app_user')
-      .values({ tenant_id: tenantId, id: u.id, display_name: u.displayName, email: u.email ?? null, active: u.active })
-      .onConflict((oc) =>
-        oc.columns(['tenant_id', 'id']).doUpdateSet((eb) => ({ display_name: eb.ref('excluded.display_name'), email: eb.ref('excluded.email'), active: eb.ref('excluded.active') })),
-      )
-      .execute();
     await db.deleteFrom('app_user_group').where('tenant_id', '=', tenantId).where('user_id', '=', u.id).execute();
     const known = u.groupKeys.filter((k, i) => {
       if (!groupKeys.has(k)) problem(`users[${ui}].groupKeys[${i}]`, `unknown group '${k}'`);
@@ -234,7 +320,7 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       get_data_points_url: d.getDataPointsUrl,
       token_url: d.tokenUrl ?? null,
       client_id: d.clientId ?? null,
-      client_secret_enc: d.clientSecret ? await secrets.seal(d.clientSecret) : null,
+      client_secret_enc: d.clientSecret ? await sealedSecret(db, secrets, tenantId, d.key, d.clientSecret) : null,
       scope: d.scope ?? null,
       subject_identifier: d.subjectIdentifier,
       inbound_client_ids: d.inboundClientIds,
@@ -259,6 +345,16 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       .execute();
   }
   if (problems.length > 0) throw new TenantConfigError(problems);
+}
+
+/** The stored sealed secret when it still opens to `secret` (idempotent apply, D3), else a new seal. */
+async function sealedSecret(db: Db, secrets: SecretBox, tenantId: string, sourceKey: string, secret: string): Promise<string> {
+  const row = await db.selectFrom('data_source').select('client_secret_enc').where('tenant_id', '=', tenantId).where('key', '=', sourceKey).executeTakeFirst();
+  if (row?.client_secret_enc) {
+    const stored = await secrets.open(row.client_secret_enc).catch(() => undefined);
+    if (stored === secret) return row.client_secret_enc;
+  }
+  return secrets.seal(secret);
 }
 
 /** Whether any tenant exists (the demo is applied only to an empty embedded database, D1). */

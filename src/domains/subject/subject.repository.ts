@@ -1,0 +1,219 @@
+import { LRUCache } from 'lru-cache';
+import { type Expression, type SqlBool, sql } from 'kysely';
+import type { FieldDef } from '../../custom-fields.js';
+import type { Db, StructuralEntityRow, SubjectRow } from '../../db.js';
+import { likeContains } from '../structural-entity/structural-entity.repository.js';
+import { readDataVersion } from '../tenant/tenant.repository.js';
+import { valueRows } from './subject-values.js';
+
+/** A tenant's subject configuration: fields in order, matching fields, and the ExternalId field. */
+export interface SubjectConfig {
+  fields: FieldDef[];
+  byKey: Map<string, FieldDef>;
+  matchingKeys: string[];
+  externalIdKey: string | undefined;
+}
+
+export async function loadSubjectConfig(db: Db, tenantId: string): Promise<SubjectConfig> {
+  const [fields, tenant] = await Promise.all([
+    db.selectFrom('subject_field').selectAll().where('tenant_id', '=', tenantId).orderBy('position').execute(),
+    db.selectFrom('tenant').select(['matching_field_keys', 'external_id_field_key']).where('id', '=', tenantId).executeTakeFirstOrThrow(),
+  ]);
+  const defs = fields.map((f) => ({ key: f.key, name: f.name, dataType: f.data_type, typeLabel: f.type_label, required: f.required, isArray: f.is_array }));
+  return {
+    fields: defs,
+    byKey: new Map(defs.map((f) => [f.key, f])),
+    matchingKeys: tenant.matching_field_keys,
+    externalIdKey: tenant.external_id_field_key ?? tenant.matching_field_keys[0],
+  };
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const isUuid = (s: string) => UUID.test(s);
+
+export async function findSubjectsByIds(db: Db, tenantId: string, ids: readonly string[]): Promise<SubjectRow[]> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return [];
+  return db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId).where('id', 'in', valid).execute();
+}
+
+export async function lockSubjectById(db: Db, tenantId: string, id: string): Promise<SubjectRow | undefined> {
+  if (!isUuid(id)) return undefined;
+  return db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).forUpdate().executeTakeFirst();
+}
+
+export async function lockSubjectByMatchingKey(db: Db, tenantId: string, matchingKey: string): Promise<SubjectRow | undefined> {
+  return db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId).where('matching_key', '=', matchingKey).forUpdate().executeTakeFirst();
+}
+
+export interface SubjectWrite {
+  external_id: string | null;
+  matching_key: string;
+  values: Record<string, unknown>;
+}
+
+/** Inserts unless the matching values exist already (then `undefined`: a concurrent upsert won). */
+export async function insertSubject(db: Db, tenantId: string, s: SubjectWrite): Promise<SubjectRow | undefined> {
+  return db
+    .insertInto('subject')
+    .values({ tenant_id: tenantId, external_id: s.external_id, matching_key: s.matching_key, values: JSON.stringify(s.values) as never })
+    .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function updateSubjectRow(db: Db, tenantId: string, id: string, s: SubjectWrite): Promise<SubjectRow> {
+  return db
+    .updateTable('subject')
+    .set({ external_id: s.external_id, matching_key: s.matching_key, values: JSON.stringify(s.values) as never, updated_at: sql<Date>`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Rewrites the index rows of subjects from their canonical values (one DELETE, batched INSERTs). */
+export async function writeSubjectValues(db: Db, tenantId: string, config: SubjectConfig, subjects: readonly Pick<SubjectRow, 'id' | 'values'>[]): Promise<void> {
+  if (subjects.length === 0) return;
+  await db.deleteFrom('subject_value').where('tenant_id', '=', tenantId).where('subject_id', 'in', subjects.map((s) => s.id)).execute();
+  const searchable = (f: FieldDef) => f.dataType === 'String' || f.key === config.externalIdKey;
+  const rows = subjects.flatMap((s) => valueRows(tenantId, s.id, config.fields, s.values, searchable));
+  for (let i = 0; i < rows.length; i += 5000) await db.insertInto('subject_value').values(rows.slice(i, i + 5000)).execute();
+}
+
+/** A page of the tenant's subjects in id order after `afterId` (for batch jobs). */
+export async function subjectsAfter(db: Db, tenantId: string, afterId: string | null, limit: number): Promise<SubjectRow[]> {
+  let q = db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId);
+  if (afterId) q = q.where('id', '>', afterId);
+  return q.orderBy('id').limit(limit).execute();
+}
+
+/** Locations of several subjects in one query, with the entities. */
+export async function findLocations(db: Db, tenantId: string, subjectIds: readonly string[]): Promise<(StructuralEntityRow & { subject_id: string })[]> {
+  if (subjectIds.length === 0) return [];
+  return db
+    .selectFrom('subject_location as l')
+    .innerJoin('structural_entity as e', (j) => j.onRef('e.tenant_id', '=', 'l.tenant_id').onRef('e.id', '=', 'l.structural_entity_id'))
+    .selectAll('e')
+    .select('l.subject_id')
+    .where('l.tenant_id', '=', tenantId)
+    .where('l.subject_id', 'in', subjectIds)
+    .execute();
+}
+
+export async function addLocations(db: Db, tenantId: string, subjectId: string, entityIds: readonly string[]): Promise<void> {
+  if (entityIds.length === 0) return;
+  await db
+    .insertInto('subject_location')
+    .values(entityIds.map((id) => ({ tenant_id: tenantId, subject_id: subjectId, structural_entity_id: id })))
+    .onConflict((oc) => oc.doNothing())
+    .execute();
+}
+
+export async function removeLocations(db: Db, tenantId: string, subjectId: string, entityIds: readonly string[] | 'all'): Promise<void> {
+  let q = db.deleteFrom('subject_location').where('tenant_id', '=', tenantId).where('subject_id', '=', subjectId);
+  if (entityIds !== 'all') {
+    if (entityIds.length === 0) return;
+    q = q.where('structural_entity_id', 'in', entityIds);
+  }
+  await q.execute();
+}
+
+export interface SubjectFilters {
+  /** Entity ids (already resolved from keys, descendants included when asked). */
+  entityIds?: string[] | undefined;
+  /** field key → canonical ValueTexts; `any` = ExactAny. */
+  values?: { key: string; texts: string[] }[] | undefined;
+  match?: 'EXACT_ALL' | 'EXACT_ANY' | undefined;
+  searchTerm?: string | undefined;
+}
+
+/** The subjects matching the filters, as `s`; the caller orders and pages. */
+export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
+  let q = db.selectFrom('subject as s').where('s.tenant_id', '=', tenantId);
+  if (f.entityIds) {
+    const ids = f.entityIds;
+    q = q.where((eb) =>
+      ids.length === 0
+        ? sql<SqlBool>`false`
+        : eb.exists(
+            eb.selectFrom('subject_location as l')
+              .select(sql`1`.as('one'))
+              .whereRef('l.tenant_id', '=', 's.tenant_id')
+              .whereRef('l.subject_id', '=', 's.id')
+              .where('l.structural_entity_id', 'in', ids),
+          ),
+    );
+  }
+  if (f.values && f.values.length > 0) {
+    const conds = (eb: any): Expression<SqlBool>[] =>
+      f.values!.map(({ key, texts }) =>
+        eb.exists(
+          eb.selectFrom('subject_value as v')
+            .select(sql`1`.as('one'))
+            .whereRef('v.tenant_id', '=', 's.tenant_id')
+            .whereRef('v.subject_id', '=', 's.id')
+            .where('v.field_key', '=', key)
+            .where('v.value_text', 'in', texts),
+        ),
+      );
+    q = q.where((eb) => (f.match === 'EXACT_ANY' ? eb.or(conds(eb)) : eb.and(conds(eb))));
+  }
+  if (f.searchTerm) {
+    // Candidates through the trigram index; `<%` is word_similarity >= pg_trgm.word_similarity_threshold
+    // (0.3, set per connection in db.ts).
+    const term = f.searchTerm;
+    q = q.where((eb) =>
+      eb.exists(
+        eb.selectFrom('subject_value as v')
+          .select(sql`1`.as('one'))
+          .whereRef('v.tenant_id', '=', 's.tenant_id')
+          .whereRef('v.subject_id', '=', 's.id')
+          .where('v.searchable', '=', true)
+          .where(sql<SqlBool>`(v.value_text ILIKE ${likeContains(term)} OR ${term} <% v.value_text)`),
+      ),
+    );
+  }
+  return q;
+}
+
+/**
+ * Relevance of a subject to a search term (D7 best match first): 1 + similarity when the term occurs
+ * as a substring, else the best word_similarity; computed over the subject's searchable values.
+ */
+export function searchScore(term: string): Expression<number> {
+  return sql<number>`(SELECT max(CASE WHEN v.value_text ILIKE ${likeContains(term)} THEN 1 ELSE 0 END + word_similarity(${term}, v.value_text))
+    FROM subject_value v WHERE v.tenant_id = s.tenant_id AND v.subject_id = s.id AND v.searchable)`;
+}
+
+/** Entity ids for keys (unknown keys are left out), with every descendant when `descendants`. */
+export async function entityIdsForKeys(db: Db, tenantId: string, keys: readonly string[], descendants: boolean): Promise<string[]> {
+  if (keys.length === 0) return [];
+  const roots = await db.selectFrom('structural_entity').select('id').where('tenant_id', '=', tenantId).where('key', 'in', keys).execute();
+  const ids = roots.map((r) => r.id);
+  if (!descendants || ids.length === 0) return ids;
+  const below = await db
+    .selectFrom('structural_entity')
+    .select('id')
+    .where('tenant_id', '=', tenantId)
+    .where(sql<SqlBool>`path && cast(${ids} as bigint[])`)
+    .execute();
+  return [...new Set([...ids, ...below.map((r) => r.id)])];
+}
+
+// Counts per (tenant, data version, filters). The version is bumped in the same transaction as every
+// write that can change a subject list, and a count is stored under the version read in the same
+// statement (one snapshot), so a cached count is always the exact count of that version.
+const counts = new LRUCache<string, number>({ max: 20_000 });
+
+/** TotalCount of a filtered subject list, counted once per data version (D6 exact, issue: cheap at scale). */
+export async function countSubjects(db: Db, tenantId: string, filters: SubjectFilters): Promise<number> {
+  const filterKey = JSON.stringify(filters);
+  const cached = counts.get(`${tenantId}|${await readDataVersion(db, tenantId)}|${filterKey}`);
+  if (cached !== undefined) return cached;
+  const counted = subjectListQuery(db, tenantId, filters).select((eb) => eb.fn.countAll<string>().as('n'));
+  const row = await db.selectFrom('tenant').select(['data_version', counted.as('n')]).where('id', '=', tenantId).executeTakeFirstOrThrow();
+  const n = Number(row.n);
+  counts.set(`${tenantId}|${row.data_version}|${filterKey}`, n);
+  return n;
+}

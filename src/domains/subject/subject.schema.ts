@@ -1,0 +1,301 @@
+import { type ArgBuilder, createContextCache } from '@pothos/core';
+import { decodeGlobalID } from '@pothos/plugin-relay';
+import DataLoader from 'dataloader';
+import { sql } from 'kysely';
+import { type Types, builder } from '../../builder.js';
+import { orderArgs } from '../../connections.js';
+import type { Context } from '../../context.js';
+import { CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../../custom-fields.schema.js';
+import type { StructuralEntityRow, SubjectRow } from '../../db.js';
+import { ErrorCollector, ValidationError } from '../../errors.js';
+import { requirePermission } from '../auth/permissions.js';
+import { type PageArgs, type SortKey, paginate, paginateLoaded } from '../../paging.js';
+import { structureFieldTypes } from '../structural-entity/structural-entity.repository.js';
+import { StructuralEntityConnection, StructuralEntityRef } from '../structural-entity/structural-entity.schema.js';
+import { canonicalFilterValue, sortKeyOf } from './subject-values.js';
+import {
+  type SubjectConfig,
+  type SubjectFilters,
+  countSubjects,
+  entityIdsForKeys,
+  findLocations,
+  findSubjectsByIds,
+  isUuid,
+  loadSubjectConfig,
+  searchScore,
+  subjectListQuery,
+} from './subject.repository.js';
+import { addSubjectLocations, removeSubjectLocations, updateSubject, upsertSubject } from './subject.service.js';
+
+/** The tenant's subject fields, loaded once per request. */
+const subjectConfig = createContextCache((ctx: Context) => loadSubjectConfig(ctx.db, ctx.principal.tenantId));
+
+/** Locations of every subject on the page in one query (D11: a fixed number of queries per page). */
+const locationsLoader = createContextCache(
+  (ctx: Context) =>
+    new DataLoader<string, StructuralEntityRow[]>(async (ids) => {
+      const rows = await findLocations(ctx.db, ctx.principal.tenantId, ids);
+      const bySubject = new Map<string, StructuralEntityRow[]>();
+      for (const { subject_id, ...e } of rows) bySubject.set(subject_id, [...(bySubject.get(subject_id) ?? []), e]);
+      return ids.map((id) => bySubject.get(id) ?? []);
+    }),
+);
+
+/** A subject id argument: the UUID, or the Subject's global id (D11). */
+export function subjectUuid(id: string): string {
+  if (isUuid(id)) return id.toLowerCase();
+  try {
+    const g = decodeGlobalID(id);
+    if (g.typename === 'Subject') return g.id;
+  } catch {
+    // not a global id: answers as unknown
+  }
+  return id;
+}
+
+export const SubjectRef = builder.loadableNodeRef('Subject', {
+  id: { resolve: (s: SubjectRow) => s.id },
+  load: (ids: string[], ctx: Context) => findSubjectsByIds(ctx.db, ctx.principal.tenantId, ids),
+  sort: (s) => s.id,
+});
+
+export const SubjectConnection = builder.connectionObject({ type: SubjectRef, name: 'SubjectConnection' });
+
+const ENTITY_BUILT_IN: Record<string, (e: StructuralEntityRow) => string> = {
+  Key: (e) => sortKeyOf('String', e.key),
+  DisplayName: (e) => sortKeyOf('String', e.display_name),
+  Depth: (e) => sortKeyOf('Integer', e.depth),
+  StructureTypeKey: (e) => sortKeyOf('String', e.structure_type_key),
+};
+
+/** A subject's locations as a connection, paged in memory (a subject has few), ordered as D6 says. */
+async function subjectLocations(ctx: Context, subject: SubjectRow, args: PageArgs) {
+  const entities = await locationsLoader(ctx).load(subject.id);
+  const name = args.orderBy ?? 'Key';
+  let keyOf = Object.hasOwn(ENTITY_BUILT_IN, name) ? ENTITY_BUILT_IN[name] : undefined;
+  let sortName = name;
+  if (!keyOf) {
+    const types = await structureFieldTypes(ctx.db, ctx.principal.tenantId, name);
+    if (types.length > 0) {
+      const type = types.length === 1 ? types[0]!.data_type : 'String';
+      keyOf = (e) => {
+        const v = e.custom_values[name];
+        return sortKeyOf(type, (Array.isArray(v) ? v[0] : v) as never);
+      };
+    } else {
+      sortName = Object.keys(ENTITY_BUILT_IN).find((k) => k.toLowerCase() === name.toLowerCase()) ?? '';
+      keyOf = ENTITY_BUILT_IN[sortName];
+      if (!keyOf) throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Key, DisplayName, Depth, StructureTypeKey or a custom field key.`);
+    }
+  }
+  const by = keyOf;
+  return paginateLoaded({ list: 'subjectStructuralEntity', sortName, items: entities, position: (e) => ({ v: by(e), i: e.key }), args });
+}
+
+SubjectRef.implement({
+  fields: (t) => ({
+    subjectId: t.exposeString('id', { description: 'The service\'s subject identifier (UUID).' }),
+    externalId: t.exposeString('external_id', { nullable: true }),
+    customFieldValues: t.field({
+      type: [CustomFieldValueRef],
+      resolve: async (s, _args, ctx) => customFieldValues((await subjectConfig(ctx)).fields, s.values),
+    }),
+    structuralEntities: t.connection(
+      { type: StructuralEntityRef, args: orderArgs(t.arg), resolve: (s, args, ctx) => subjectLocations(ctx, s, args) },
+      StructuralEntityConnection,
+    ),
+  }),
+});
+
+const CustomFieldMatchEnum = builder.enumType('CustomFieldMatch', {
+  values: { EXACT_ALL: { value: 'EXACT_ALL' }, EXACT_ANY: { value: 'EXACT_ANY' } } as const,
+});
+
+const CustomFieldValueFilterInput = builder.inputType('CustomFieldValueFilterInput', {
+  fields: (t) => ({
+    values: t.field({
+      type: [builder.inputType('CustomFieldFilterValues', { fields: (f) => ({ key: f.string({ required: true }), values: f.stringList({ required: true }) }) })],
+    }),
+    match: t.field({ type: CustomFieldMatchEnum, description: 'EXACT_ALL (default): every key matches; EXACT_ANY: one does.' }),
+  }),
+});
+
+export interface SubjectListInput {
+  structuralEntityKeys?: readonly string[] | null | undefined;
+  includeDescendants?: boolean | null | undefined;
+  searchTerm?: string | null | undefined;
+  customFieldValueFilter?: { values?: readonly { key: string; values: readonly string[] }[] | null; match?: 'EXACT_ALL' | 'EXACT_ANY' | null } | null | undefined;
+}
+
+/** D6 OrderBy for subjects; with a search term and no OrderBy, best match first. */
+function subjectSort(config: SubjectConfig, orderBy: string | null | undefined, searchTerm: string | undefined): { sort: SortKey; orderField?: string } {
+  const id = { id: sql.ref('s.id'), idType: 'uuid' as const };
+  if (!orderBy && searchTerm) {
+    // Best first as an ascending order: the negated score.
+    return { sort: { name: '~relevance', value: sql`(0 - ${searchScore(searchTerm)})`, type: 'double precision', nullable: false, ...id } };
+  }
+  const name = orderBy ?? 'ExternalId';
+  // Ordered through the joined index rows `o`: the tie-breaker is o.subject_id (= s.id) so that the
+  // keyset row comparison (o.sort_key, o.subject_id) > (...) is a range condition on one index.
+  const byField = { value: sql.ref('o.sort_key'), type: 'text' as const, nullable: false, id: sql.ref('o.subject_id'), idType: 'uuid' as const };
+  const field = config.byKey.get(name);
+  if (field) return { sort: { name, ...byField }, orderField: field.key };
+  if (name.toLowerCase() === 'id') return { sort: { name: 'Id', value: sql.ref('s.id'), type: 'uuid', nullable: false, ...id } };
+  if (name.toLowerCase() === 'externalid' && config.externalIdKey) {
+    return { sort: { name: 'ExternalId', ...byField }, orderField: config.externalIdKey };
+  }
+  throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Id, ExternalId or a subject field key.`);
+}
+
+/** One page of subjects: behind `subjects`, `StructuralEntity.subjects` and REST's list (D7 filters). */
+export async function listSubjects(ctx: Context, input: SubjectListInput, args: PageArgs) {
+  const config = await subjectConfig(ctx);
+  const errors = new ErrorCollector();
+  const filterValues = input.customFieldValueFilter?.values ?? [];
+  const searchTerm = input.searchTerm ?? undefined;
+  if (searchTerm && filterValues.length > 0) errors.add('searchTerm', 'SearchTerm cannot be combined with a custom field value filter.');
+  const values: SubjectFilters['values'] = [];
+  for (const { key, values: raw } of filterValues) {
+    const at = `customFieldValueFilter.values[${key}]`;
+    const field = config.byKey.get(key);
+    if (!field) {
+      errors.add(at, `Unknown custom field '${key}'.`);
+      continue;
+    }
+    const texts: string[] = [];
+    for (const r of raw) {
+      const c = canonicalFilterValue(field, r);
+      if (c.ok) texts.push(c.text);
+      else errors.add(at, c.message);
+    }
+    values.push({ key, texts });
+  }
+  const { sort, orderField } = subjectSort(config, args.orderBy, searchTerm);
+  errors.throwIfAny();
+
+  const filters: SubjectFilters = {
+    ...(input.structuralEntityKeys
+      ? { entityIds: await entityIdsForKeys(ctx.db, ctx.principal.tenantId, input.structuralEntityKeys, input.includeDescendants ?? false) }
+      : {}),
+    ...(values.length > 0 ? { values, match: input.customFieldValueFilter?.match ?? 'EXACT_ALL' } : {}),
+    ...(searchTerm ? { searchTerm } : {}),
+  };
+  let query = subjectListQuery(ctx.db, ctx.principal.tenantId, filters).selectAll('s');
+  if (orderField) {
+    query = query.innerJoin('subject_value as o', (j) =>
+      j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', orderField).on('o.ordinal', '=', 0),
+    ) as unknown as typeof query;
+  }
+  // A relevance cursor fits only the term that produced it.
+  const list = searchTerm && sort.name === '~relevance' ? `subject~${searchTerm}` : 'subject';
+  return paginate<SubjectRow>({ list, query, count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters), sort, args });
+}
+
+const subjectFilterArgs = (arg: ArgBuilder<Types>) => ({
+  includeDescendants: arg.boolean({ description: 'Also subjects located anywhere below the given entities.' }),
+  searchTerm: arg.string({ description: 'Typo-tolerant search over ExternalId and String values; best match first.' }),
+  customFieldValueFilter: arg({ type: CustomFieldValueFilterInput }),
+});
+
+builder.queryFields((t) => ({
+  subjects: t.connection(
+    {
+      type: SubjectRef,
+      nullable: true,
+      authScopes: { permission: 'List:Subject' },
+      args: { structuralEntityKeys: t.arg.stringList(), ...subjectFilterArgs(t.arg), ...orderArgs(t.arg) },
+      resolve: (_root, args, ctx) => listSubjects(ctx, args, args),
+    },
+    SubjectConnection,
+  ),
+  subject: t.field({
+    type: SubjectRef,
+    nullable: true,
+    authScopes: { permission: 'View:Subject' },
+    args: { id: t.arg.id({ required: true, description: 'The subject UUID (or its global id).' }) },
+    resolve: (_root, args) => subjectUuid(args.id),
+  }),
+}));
+
+builder.objectField(StructuralEntityRef, 'subjects', (t) =>
+  t.connection(
+    {
+      type: SubjectRef,
+      nullable: true,
+      authScopes: { permission: 'List:Subject' },
+      args: { ...subjectFilterArgs(t.arg), ...orderArgs(t.arg) },
+      resolve: (e, args, ctx) => listSubjects(ctx, { ...args, structuralEntityKeys: [e.key] }, args),
+    },
+    SubjectConnection,
+  ),
+);
+
+const UpsertSubjectInput = builder.inputType('UpsertSubjectInput', {
+  fields: (t) => ({
+    customFieldValues: t.field({ type: [CustomFieldValueInput], required: true, description: 'Must hold the matching fields.' }),
+    structuralEntityKeys: t.stringList({ description: 'When given, replaces the subject\'s locations ([] removes all).' }),
+  }),
+});
+
+const SubjectPayload = builder.objectRef<{ subject: SubjectRow; created?: boolean }>('SubjectPayload').implement({
+  fields: (t) => ({
+    subject: t.field({ type: SubjectRef, resolve: (p) => p.subject }),
+    created: t.boolean({ description: 'True when the call created the subject.', resolve: (p) => p.created ?? false }),
+  }),
+});
+
+const SubjectLocationsInput = builder.inputType('SubjectLocationsInput', {
+  fields: (t) => ({
+    subjectId: t.id({ required: true, description: 'The subject UUID (or its global id).' }),
+    keys: t.stringList({ required: true }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  upsertSubject: t.field({
+    type: SubjectPayload,
+    nullable: true,
+    description: 'Finds the subject by its matching fields and updates it (Edit:Subject), or creates it (Create:Subject) (D7).',
+    args: { input: t.arg({ type: UpsertSubjectInput, required: true }) },
+    resolve: (_root, { input }, ctx) => upsertSubject(ctx.db, ctx.principal, input),
+  }),
+  updateSubject: t.field({
+    type: SubjectPayload,
+    nullable: true,
+    description: 'Sets the given custom fields of a subject (Edit:Subject).',
+    args: {
+      input: t.arg({
+        type: builder.inputType('UpdateSubjectInput', {
+          fields: (f) => ({
+            id: f.id({ required: true }),
+            customFields: f.field({ type: [CustomFieldValueInput], description: 'The fields to set (this or customFieldValues is required).' }),
+            customFieldValues: f.field({ type: [CustomFieldValueInput], description: 'Alias of customFields, as the REST body accepts it.' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: async (_root, { input }, ctx) => {
+      if (input.customFields) return { subject: await updateSubject(ctx.db, ctx.principal, subjectUuid(input.id), input.customFields) };
+      if (input.customFieldValues) {
+        return { subject: await updateSubject(ctx.db, ctx.principal, subjectUuid(input.id), input.customFieldValues, 'customFieldValues') };
+      }
+      requirePermission(ctx.principal, 'Edit:Subject'); // 403 before 400, as when a list is given
+      throw ValidationError.at('customFields', 'CustomFields is required.');
+    },
+  }),
+  addSubjectToStructuralEntities: t.field({
+    type: SubjectPayload,
+    nullable: true,
+    description: 'Adds locations (Create:SubjectLocation).',
+    args: { input: t.arg({ type: SubjectLocationsInput, required: true }) },
+    resolve: async (_root, { input }, ctx) => ({ subject: await addSubjectLocations(ctx.db, ctx.principal, subjectUuid(input.subjectId), input.keys) }),
+  }),
+  removeSubjectFromStructuralEntities: t.field({
+    type: SubjectPayload,
+    nullable: true,
+    description: 'Removes locations (Delete:SubjectLocation); keys that are not locations are ignored.',
+    args: { input: t.arg({ type: SubjectLocationsInput, required: true }) },
+    resolve: async (_root, { input }, ctx) => ({ subject: await removeSubjectLocations(ctx.db, ctx.principal, subjectUuid(input.subjectId), input.keys) }),
+  }),
+}));

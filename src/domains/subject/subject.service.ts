@@ -1,0 +1,233 @@
+import { type StoredValue, parseSentValues } from '../../custom-fields.js';
+import { type Db, type SubjectRow, inTransaction, isUniqueViolation } from '../../db.js';
+import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../errors.js';
+import { type Principal, requirePermission } from '../auth/permissions.js';
+import { findStructureTypes } from '../structural-entity/structural-entity.repository.js';
+import { bumpDataVersion } from '../tenant/tenant.repository.js';
+import { existingUserIds } from '../user/user.repository.js';
+import { firstText } from './subject-values.js';
+import {
+  type SubjectConfig,
+  addLocations,
+  insertSubject,
+  loadSubjectConfig,
+  lockSubjectById,
+  lockSubjectByMatchingKey,
+  removeLocations,
+  subjectsAfter,
+  updateSubjectRow,
+  writeSubjectValues,
+} from './subject.repository.js';
+
+export interface SentValue {
+  key: string;
+  value?: unknown;
+}
+
+const NOT_FOUND = 'No subject has this id.';
+
+/** Parses sent values against the tenant's subject fields, checking UserIdentifier values exist. */
+async function parseValues(db: Db, tenantId: string, config: SubjectConfig, items: readonly SentValue[], base: string, errors: ErrorCollector) {
+  const parsed = parseSentValues(items, config.byKey, base, errors);
+  const known = await existingUserIds(db, tenantId, parsed.userRefs.map((r) => r.userId));
+  for (const r of parsed.userRefs) if (!known.has(r.userId)) errors.add(r.path, `Unknown user '${r.userId}'.`);
+  return parsed.values;
+}
+
+function merge(current: Record<string, unknown>, changes: Map<string, StoredValue | null>): Record<string, unknown> {
+  const next = { ...current };
+  for (const [k, v] of changes) {
+    if (v === null) delete next[k];
+    else next[k] = v;
+  }
+  return next;
+}
+
+/** ExternalId and the unique matching key derived from canonical values (D7). */
+function identity(config: SubjectConfig, values: Record<string, unknown>) {
+  const text = (key: string) => firstText(config.byKey.get(key)!.dataType, values[key]);
+  return {
+    external_id: config.externalIdKey ? text(config.externalIdKey) : null,
+    matching_key: JSON.stringify(config.matchingKeys.map((k) => values[k] ?? null)),
+  };
+}
+
+/** Entity ids for location keys; unknown or non-assignable keys are errors at `${base}[i]` (D7). */
+async function resolveLocationKeys(db: Db, tenantId: string, keys: readonly string[], base: string, errors: ErrorCollector): Promise<string[]> {
+  if (keys.length === 0) return [];
+  // FOR SHARE: a concurrent change of the entity's type to a non-assignable one waits for this write (D8 409).
+  const rows = await db.selectFrom('structural_entity').select(['id', 'key', 'structure_type_key']).where('tenant_id', '=', tenantId).where('key', 'in', keys).forShare().execute();
+  const byKey = new Map(rows.map((r) => [r.key, r]));
+  const types = new Map((await findStructureTypes(db, tenantId, [...new Set(rows.map((r) => r.structure_type_key))])).map((t) => [t.key, t]));
+  keys.forEach((k, i) => {
+    const e = byKey.get(k);
+    if (!e) errors.add(`${base}[${i}]`, `Unknown structural entity '${k}'.`);
+    else if (!types.get(e.structure_type_key)?.subject_assignable) errors.add(`${base}[${i}]`, `Subjects cannot be assigned to '${k}' (its structure type is not subject-assignable).`);
+  });
+  return [...new Set(rows.map((r) => r.id))];
+}
+
+/** Runs a subject write; a unique violation of the matching values becomes 409 (D7). */
+async function write<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
+  try {
+    return await inTransaction(db, fn);
+  } catch (e) {
+    if (isUniqueViolation(e, 'subject_matching_uq')) throw new ConflictError('Another subject already has these matching field values.');
+    throw e;
+  }
+}
+
+export interface UpsertSubjectInput {
+  customFieldValues: readonly SentValue[];
+  structuralEntityKeys?: readonly string[] | null | undefined;
+}
+
+/**
+ * POST /api/v2/messaging/subject (D7): finds the subject by its matching values, updating only the given
+ * fields (and replacing locations when keys are given), or creates it. Concurrent upserts with the same
+ * matching values create one subject: the insert yields to the unique constraint and the loser updates.
+ */
+export async function upsertSubject(db: Db, principal: Principal, input: UpsertSubjectInput): Promise<{ subject: SubjectRow; created: boolean }> {
+  const tenantId = principal.tenantId;
+  const config = await loadSubjectConfig(db, tenantId);
+  return write(db, async (trx) => {
+    const errors = new ErrorCollector();
+    const changes = await parseValues(trx, tenantId, config, input.customFieldValues, 'customFieldValues', errors);
+    for (const k of config.matchingKeys) {
+      if (!changes.has(k) && !errors.errors[`customFieldValues`]) errors.add('customFieldValues', `The matching field '${k}' is required.`);
+      else if (changes.get(k) === null) errors.add('customFieldValues', `The matching field '${k}' cannot be null.`);
+    }
+    errors.throwIfAny();
+
+    const keysGiven = input.structuralEntityKeys !== undefined && input.structuralEntityKeys !== null;
+    const probe = identity(config, Object.fromEntries([...changes].filter(([k]) => config.matchingKeys.includes(k))));
+    let existing = await lockSubjectByMatchingKey(trx, tenantId, probe.matching_key);
+    const authorize = (exists: boolean) => {
+      requirePermission(principal, exists ? 'Edit:Subject' : 'Create:Subject');
+      if (exists && keysGiven) {
+        requirePermission(principal, 'Create:SubjectLocation');
+        requirePermission(principal, 'Delete:SubjectLocation');
+      }
+    };
+    authorize(existing !== undefined);
+    if (!existing) {
+      const missing = config.fields.filter((f) => f.required && !changes.has(f.key)).map((f) => f.key);
+      for (const k of missing) errors.add('customFieldValues', `The required field '${k}' is missing.`);
+    }
+    const entityIds = keysGiven ? await resolveLocationKeys(trx, tenantId, input.structuralEntityKeys!, 'structuralEntityKeys', errors) : [];
+    errors.throwIfAny();
+
+    let created = false;
+    let subject: SubjectRow | undefined;
+    if (!existing) {
+      const values = merge({}, changes);
+      subject = await insertSubject(trx, tenantId, { ...identity(config, values), values });
+      if (subject) created = true;
+      else {
+        // A concurrent upsert created it first (ON CONFLICT waited for it to commit): update instead.
+        existing = await lockSubjectByMatchingKey(trx, tenantId, probe.matching_key);
+        if (!existing) throw new ConflictError('The subject changed concurrently; retry the request.');
+        authorize(true);
+      }
+    }
+    if (existing) {
+      const values = merge(existing.values, changes);
+      subject = await updateSubjectRow(trx, tenantId, existing.id, { ...identity(config, values), values });
+    }
+    await writeSubjectValues(trx, tenantId, config, [subject!]);
+    if (keysGiven) {
+      await removeLocations(trx, tenantId, subject!.id, 'all');
+      await addLocations(trx, tenantId, subject!.id, entityIds);
+    }
+    await bumpDataVersion(trx, tenantId);
+    return { subject: subject!, created };
+  });
+}
+
+/** PATCH /api/v2/subject/{id} (D7): sets the given fields; matching values may change (409 on collision). */
+export async function updateSubject(
+  db: Db,
+  principal: Principal,
+  id: string,
+  customFields: readonly SentValue[],
+  base: 'customFields' | 'customFieldValues' = 'customFields',
+): Promise<SubjectRow> {
+  const tenantId = principal.tenantId;
+  requirePermission(principal, 'Edit:Subject');
+  const config = await loadSubjectConfig(db, tenantId);
+  return write(db, async (trx) => {
+    const existing = await lockSubjectById(trx, tenantId, id);
+    if (!existing) throw new NotFoundError(NOT_FOUND);
+    const errors = new ErrorCollector();
+    // Problems are named under the list as sent (D5: CustomFieldValues is accepted as an alias).
+    const changes = await parseValues(trx, tenantId, config, customFields, base, errors);
+    customFields.forEach((item, i) => {
+      if (config.matchingKeys.includes(item.key) && changes.get(item.key) === null) {
+        errors.add(`${base}[${i}].value`, `The matching field '${item.key}' cannot be cleared.`);
+      }
+    });
+    errors.throwIfAny();
+    const values = merge(existing.values, changes);
+    const subject = await updateSubjectRow(trx, tenantId, existing.id, { ...identity(config, values), values });
+    await writeSubjectValues(trx, tenantId, config, [subject]);
+    await bumpDataVersion(trx, tenantId);
+    return subject;
+  });
+}
+
+/** PUT .../structuralEntities (D7): adds locations; any unknown or non-assignable key adds nothing. */
+export async function addSubjectLocations(db: Db, principal: Principal, id: string, keys: readonly string[]): Promise<SubjectRow> {
+  requirePermission(principal, 'Create:SubjectLocation');
+  return inTransaction(db, async (trx) => {
+    const subject = await lockSubjectById(trx, principal.tenantId, id);
+    if (!subject) throw new NotFoundError(NOT_FOUND);
+    const errors = new ErrorCollector();
+    const ids = await resolveLocationKeys(trx, principal.tenantId, keys, 'keys', errors);
+    errors.throwIfAny();
+    await addLocations(trx, principal.tenantId, subject.id, ids);
+    await bumpDataVersion(trx, principal.tenantId);
+    return subject;
+  });
+}
+
+/** DELETE .../structuralEntities?keys= (D7): removes those locations; keys not among them are ignored. */
+export async function removeSubjectLocations(db: Db, principal: Principal, id: string, keys: readonly string[]): Promise<SubjectRow> {
+  requirePermission(principal, 'Delete:SubjectLocation');
+  return inTransaction(db, async (trx) => {
+    const subject = await lockSubjectById(trx, principal.tenantId, id);
+    if (!subject) throw new NotFoundError(NOT_FOUND);
+    if (keys.length === 0) throw ValidationError.at('keys', 'At least one key is required.');
+    const rows = await trx.selectFrom('structural_entity').select('id').where('tenant_id', '=', principal.tenantId).where('key', 'in', keys).execute();
+    await removeLocations(trx, principal.tenantId, subject.id, rows.map((r) => r.id));
+    await bumpDataVersion(trx, principal.tenantId);
+    return subject;
+  });
+}
+
+/**
+ * Recomputes every subject of a tenant after its subject configuration changed (tenant file, P24):
+ * ExternalId, matching values and index rows, in batches, inside the caller's transaction. New matching
+ * values that collide fail with 409 (the apply reports it and rolls back).
+ */
+export async function reindexSubjects(db: Db, tenantId: string): Promise<number> {
+  const config = await loadSubjectConfig(db, tenantId);
+  let after: string | null = null;
+  let n = 0;
+  for (;;) {
+    const batch = await subjectsAfter(db, tenantId, after, 500);
+    if (batch.length === 0) break;
+    await write(db, async (trx) => {
+      for (const s of batch) {
+        const id = identity(config, s.values);
+        if (id.external_id !== s.external_id || id.matching_key !== s.matching_key) {
+          await updateSubjectRow(trx, tenantId, s.id, { ...id, values: s.values });
+        }
+      }
+      await writeSubjectValues(trx, tenantId, config, batch);
+    });
+    n += batch.length;
+    after = batch[batch.length - 1]!.id;
+  }
+  await bumpDataVersion(db, tenantId);
+  return n;
+}

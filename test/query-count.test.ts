@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApiClient, StatementCounter, type TestApp, createTenant, startApp } from './helpers.js';
+
+// D11: loading a page of subjects with their structural entities costs a fixed number of SQL
+// statements, whatever the page size (per-request dataloaders batch the locations and the types).
+const counter = new StatementCounter();
+let app: TestApp;
+let api: ApiClient;
+
+const QUERY = `query($first: Int) {
+  subjects(first: $first) {
+    totalCount
+    edges { node { subjectId externalId customFieldValues { field { key } values { valueText } }
+      structuralEntities { totalCount edges { node { key depth parent { key } structureType { key customFields { key } } customFieldValues { field { key } } } } } } }
+  }
+}`;
+
+beforeAll(async () => {
+  app = await startApp({}, { plugins: [counter] });
+  const entities = Array.from({ length: 10 }, (_, i) => ({
+    key: `dept-${i}`,
+    displayName: `Department ${i}`,
+    structureTypeKey: 'department',
+    ...(i > 0 ? { parentKey: 'dept-0' } : {}),
+  }));
+  const tenant = await createTenant(app, { structuralEntities: entities });
+  api = await tenant.client();
+  for (let chunk = 0; chunk < 100; chunk += 20) {
+    await Promise.all(
+      Array.from({ length: 20 }, (_, j) => {
+        const i = chunk + j;
+        return api.post('/api/v2/messaging/subject', {
+          CustomFieldValues: [
+            { Key: 'employeeNumber', Value: { String: { Value: `E${String(i).padStart(3, '0')}` } } },
+            { Key: 'fullName', Value: { String: { Value: `Person ${i}` } } },
+          ],
+          StructuralEntityKeys: [`dept-${i % 10}`, `dept-${(i + 3) % 10}`],
+        });
+      }),
+    );
+  }
+});
+afterAll(() => app?.close());
+
+async function statementsFor(first: number): Promise<{ statements: number; subjects: number; locations: number }> {
+  await api.get('/healthz'); // settle anything in flight
+  const before = counter.count;
+  const res = await api.gql(QUERY, { first });
+  expect(res.status).toBe(200);
+  expect(res.body.errors).toBeUndefined();
+  const edges = res.body.data.subjects.edges;
+  return {
+    statements: counter.count - before,
+    subjects: edges.length,
+    locations: edges.reduce((n: number, e: any) => n + e.node.structuralEntities.edges.length, 0),
+  };
+}
+
+describe('query count (D11)', () => {
+  it('loads 100 subjects with their structural entities in a small constant number of statements', async () => {
+    const cold = await statementsFor(100); // also counts TotalCount once for this filter (then cached)
+    const small = await statementsFor(5);
+    const large = await statementsFor(100);
+    expect(cold.statements).toBe(large.statements + 1);
+    expect(small.subjects).toBe(5);
+    expect(large.subjects).toBe(100);
+    expect(large.locations).toBe(200);
+    // Client, subject fields, tenant config, page, data version, locations, structure types, parents.
+    expect(large.statements).toBeLessThanOrEqual(10);
+    expect(large.statements).toBe(small.statements);
+  });
+});

@@ -1,0 +1,104 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// The real process (`npm start` = tsx src/server.ts): D1 start-up, operations, graceful shutdown.
+const run = promisify(execFile);
+const TSX = path.resolve('node_modules/.bin/tsx');
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/** Environment for a child on the embedded database, whatever this test run uses. */
+function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const { DATABASE_URL: _, ...env } = process.env;
+  return { ...env, NODE_ENV: 'development', LOG_LEVEL: 'info', ...extra };
+}
+
+describe('configuration (D1)', () => {
+  it('stops with one line naming a bad variable', async () => {
+    const err = await run(TSX, ['src/server.ts'], { env: childEnv({ PORT: 'eighty' }) }).catch((e: { code: number; stderr: string }) => e);
+    expect((err as { code: number }).code).toBe(1);
+    const lines = (err as { stderr: string }).stderr.trim().split('\n').filter((l) => !/npm warn/.test(l));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/PORT/);
+  });
+});
+
+describe('npm start on an empty embedded database (D1)', () => {
+  let dir: string;
+  let child: ChildProcess;
+  let stdout = '';
+  let port: number;
+  let exit: Promise<number | null>;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'ssdi-server-'));
+    port = await freePort();
+    child = spawn(TSX, ['src/server.ts'], { env: childEnv({ PORT: String(port), DATA_DIR: dir }) });
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (stdout += d.toString()));
+    exit = new Promise((r) => child.on('exit', (code) => r(code)));
+    const deadline = Date.now() + 50_000;
+    while (!stdout.includes('Get a token and list structural entities')) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${stdout}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }, 60_000);
+
+  afterAll(async () => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('prints a curl that gets a token and lists the demo structural entities', async () => {
+    const line = stdout.split('\n').find((l) => l.trim().startsWith('TOKEN=$('));
+    expect(line).toBeDefined();
+    const { stdout: out } = await run('bash', ['-c', line!.trim()]);
+    const page = JSON.parse(out);
+    expect(page.PageInfo.TotalCount).toBeGreaterThan(0);
+    expect(page.Edges.map((e: { Node: { Key: string } }) => e.Node.Key)).toContain('acme');
+  });
+
+  it('logs JSON lines with a request id and never a token or a secret', async () => {
+    const form = new URLSearchParams({ grant_type: 'client_credentials', tenant_key: 'demo', client_id: 'demo-client', client_secret: 'demo-client-secret' });
+    const tokenRes = await fetch(`http://127.0.0.1:${port}/connect/token`, { method: 'POST', body: form });
+    const { access_token } = (await tokenRes.json()) as { access_token: string };
+    const res = await fetch(`http://127.0.0.1:${port}/api/v1/structuralEntity?First=1`, {
+      headers: { authorization: `Bearer ${access_token}`, 'x-request-id': 'req-abc-123' },
+    });
+    expect(res.headers.get('x-request-id')).toBe('req-abc-123');
+    await new Promise((r) => setTimeout(r, 300));
+    // The JSON log lines (the demo banner prints the demo credentials on purpose, D1).
+    const logs = stdout.split('\n').filter((l) => l.startsWith('{'));
+    for (const l of logs) expect(() => JSON.parse(l)).not.toThrow();
+    const log = logs.join('\n');
+    expect(log).toContain('"id":"req-abc-123"');
+    expect(log).toContain('"path":"/connect/token"');
+    expect(log).not.toContain(access_token.split('.')[2]!);
+    expect(log).not.toMatch(/demo-client-secret|authorization|client_secret/i);
+  });
+
+  it('answers /healthz and /readyz without a token', async () => {
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+  });
+
+  it('shuts down gracefully on SIGTERM: finishes in-flight requests, then exits 0', async () => {
+    const inFlight = fetch(`http://127.0.0.1:${port}/readyz`);
+    child.kill('SIGTERM');
+    expect((await inFlight).status).toBe(200);
+    expect(await exit).toBe(0);
+    expect(stdout).toContain('"msg":"stopped"');
+    await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+  });
+});
