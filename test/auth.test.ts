@@ -13,7 +13,7 @@ import {
 } from 'jose';
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, type ApiResponse, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp } from './helpers.js';
+import { ApiClient, type ApiResponse, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp, expectProblem } from './helpers.js';
 
 // Authentication and permissions (D4), tenant isolation (D2), error bodies (D5), through real HTTP only.
 
@@ -74,13 +74,6 @@ function expectOAuthError(res: TokenResponse, status: number, error: string) {
   expect(Object.keys(res.body).sort()).toEqual(['error', 'error_description']);
   expect(typeof res.body.error_description).toBe('string');
   expect(res.body.error_description.length).toBeGreaterThan(0);
-}
-
-/** D5: an RFC 9457 problem+json body with the status. */
-function expectProblem(res: ApiResponse, status: number) {
-  expect(res.status).toBe(status);
-  expect(res.headers.get('content-type') ?? '').toMatch(/^application\/problem\+json\b/);
-  expect(res.body).toMatchObject({ status, type: expect.any(String), title: expect.any(String), traceId: expect.any(String) });
 }
 
 /** D4 (RFC 6750 §3.1): a 401 with `WWW-Authenticate: Bearer` and no error attribute, problem+json body. */

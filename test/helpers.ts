@@ -8,7 +8,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { type KyselyPlugin, sql } from 'kysely';
 import { pino } from 'pino';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { type Config, loadConfig } from '../src/config.js';
 import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db.js';
@@ -214,4 +214,37 @@ export class StatementCounter implements KyselyPlugin {
     this.count++;
     return args.result;
   }
+}
+
+export interface ProblemBody {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  traceId: string;
+  errors?: Record<string, string[]>;
+}
+
+/** D5: an RFC 9457 problem+json with this status; traceId is the request id echoed in X-Request-Id. */
+export function expectProblem(res: ApiResponse, status: number): ProblemBody {
+  expect(res.status, JSON.stringify(res.body)).toBe(status);
+  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json\b/);
+  const body = res.body as ProblemBody;
+  expect(body).toMatchObject({ type: expect.any(String), title: expect.any(String), status, detail: expect.any(String) });
+  expect(body.type).not.toBe('');
+  expect(body.title).not.toBe('');
+  expect(body.detail).not.toBe('');
+  expect(res.headers.get('x-request-id')).toBeTruthy();
+  expect(body.traceId).toBe(res.headers.get('x-request-id'));
+  return body;
+}
+
+/** D5: a 400 problem+json whose `errors` names each location exactly as the contract spells it. */
+export function expectValidation(res: ApiResponse, ...locations: string[]): ProblemBody {
+  const body = expectProblem(res, 400);
+  for (const loc of locations) {
+    expect(Object.keys(body.errors ?? {}), JSON.stringify(body)).toContain(loc);
+    expect(body.errors![loc]!.length).toBeGreaterThan(0);
+  }
+  return body;
 }

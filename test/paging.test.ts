@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, type ApiResponse, type TestApp, createTenant, startApp } from './helpers.js';
+import { type ApiClient, type ApiResponse, type TestApp, createTenant, startApp, expectProblem } from './helpers.js';
 
 // D6 paging over the structural entity list, through REST (GET /api/v1/structuralEntity) and GraphQL
 // (structuralEntities and StructuralEntity.children). Every page of every walk is checked exactly.
@@ -263,10 +263,7 @@ async function walkBoth(fetch: Fetch, expected: string[], size: number, extra: P
 
 /** D5/D6: a 400 problem+json naming one of `locations`. */
 function expect400(r: ApiResponse, ...locations: string[]) {
-  expect(r.status, JSON.stringify(r.body)).toBe(400);
-  expect(r.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(r.body).toMatchObject({ status: 400, title: expect.any(String), type: expect.any(String), traceId: expect.any(String) });
-  const named = Object.keys(r.body.errors ?? {});
+  const named = Object.keys(expectProblem(r, 400).errors ?? {});
   expect(named.some((n) => locations.includes(n)), `errors ${JSON.stringify(r.body.errors)} should name ${locations.join(' or ')}`).toBe(true);
 }
 

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, type ApiResponse, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp } from './helpers.js';
+import { type ApiClient, type ApiResponse, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp, expectProblem } from './helpers.js';
 
 // D5: every error (except the token endpoint's) is application/problem+json (RFC 9457) with
 // {type, title, status, detail, traceId}; validation problems add `errors` keyed by the contract-cased
@@ -24,24 +24,6 @@ beforeAll(async () => {
   api = await tenant.client();
 });
 afterAll(() => app?.close());
-
-/** D5: the common problem+json shape; traceId is the request id echoed in X-Request-Id. */
-function expectProblem(res: ApiResponse, status: number) {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json\b/);
-  const body = res.body as Record<string, unknown>;
-  expect(typeof body['type']).toBe('string');
-  expect(body['type']).not.toBe('');
-  expect(typeof body['title']).toBe('string');
-  expect(body['title']).not.toBe('');
-  expect(body['status']).toBe(status);
-  expect(typeof body['detail']).toBe('string');
-  expect(body['detail']).not.toBe('');
-  const requestId = res.headers.get('x-request-id');
-  expect(requestId).toBeTruthy();
-  expect(body['traceId']).toBe(requestId);
-  return body as { type: string; title: string; status: number; detail: string; traceId: string; errors?: Record<string, string[]> };
-}
 
 async function entityRows(): Promise<number> {
   const r = await sql<{ n: string | number }>`SELECT count(*) AS n FROM structural_entity`.execute(app.handle.db);

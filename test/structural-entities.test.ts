@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, type ApiResponse, type TestApp, createTenant, startApp } from './helpers.js';
+import { type ApiClient, type ApiResponse, type TestApp, createTenant, startApp, expectValidation } from './helpers.js';
 
 // Structural entities through HTTP only: REST (PUT/GET /api/v1/structuralEntity) and POST /graphql.
 // D8 is the spec; D5 (errors, casing), D2 (tenancy), D11 (GraphQL) where they touch entities.
@@ -27,17 +27,6 @@ async function createAll(api: ApiClient, bodies: Record<string, unknown>[]) {
   for (const b of bodies) {
     const r = await put(api, b);
     expect(r.status, `${JSON.stringify(b)} → ${JSON.stringify(r.body)}`).toBe(201);
-  }
-}
-
-/** D5: a 400 problem+json whose `errors` names `location` (exactly as the contract spells it). */
-function expectValidation(r: ApiResponse, ...locations: string[]) {
-  expect(r.status, JSON.stringify(r.body)).toBe(400);
-  expect(r.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(r.body).toMatchObject({ status: 400, title: expect.any(String), type: expect.any(String), traceId: expect.any(String) });
-  for (const loc of locations) {
-    expect(Object.keys(r.body.errors ?? {}), JSON.stringify(r.body)).toContain(loc);
-    expect(r.body.errors[loc].length).toBeGreaterThan(0);
   }
 }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, type ApiResponse, type TestApp, createTenant, startApp } from './helpers.js';
+import { type ApiClient, type ApiResponse, type TestApp, createTenant, startApp, expectValidation } from './helpers.js';
 
 // The subject list through HTTP only: GET /api/v2/subject and GraphQL subjects(...).
 // D7 (filters, SearchTerm), D6 (ordering, keyset paging, exact page flags and TotalCount), D5 (errors,
@@ -55,14 +55,6 @@ async function listed(api: ApiClient, query: string): Promise<string[]> {
   return ext(r);
 }
 const sorted = (xs: string[]) => [...xs].sort();
-
-/** D5: a 400 problem+json whose `errors` names each location exactly. */
-function expectValidation(r: ApiResponse, ...locs: string[]) {
-  expect(r.status, JSON.stringify(r.body)).toBe(400);
-  expect(r.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(r.body).toMatchObject({ status: 400, title: expect.any(String), traceId: expect.any(String) });
-  for (const loc of locs) expect(Object.keys(r.body.errors ?? {}), JSON.stringify(r.body)).toContain(loc);
-}
 
 const FIELDS = [
   { key: 'employeeNumber', name: 'Employee number', dataType: 'String', type: 'Text', required: true },

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, type ApiResponse, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp } from './helpers.js';
+import { type ApiClient, type ApiResponse, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp, expectValidation, expectProblem } from './helpers.js';
 
 // Subjects through HTTP only: the REST contract (upsert, get by id, PATCH, locations) and POST /graphql.
 // D7 is the spec; D2 (tenancy: foreign = unknown = 404), D4 (permissions), D5 (errors, casing, case-
@@ -29,23 +29,6 @@ async function upsertOk(api: ApiClient, values: unknown[], keys?: string[] | nul
   const r = await upsert(api, values, keys);
   expect([200, 201], JSON.stringify(r.body)).toContain(r.status);
   return r.body.internalId as string;
-}
-
-/** D5: a 400 problem+json whose `errors` names each location exactly as the contract spells it. */
-function expectValidation(r: ApiResponse, ...locs: string[]) {
-  expect(r.status, JSON.stringify(r.body)).toBe(400);
-  expect(r.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(r.body).toMatchObject({ status: 400, title: expect.any(String), type: expect.any(String), traceId: expect.any(String) });
-  for (const loc of locs) {
-    expect(Object.keys(r.body.errors ?? {}), JSON.stringify(r.body)).toContain(loc);
-    expect(r.body.errors[loc].length).toBeGreaterThan(0);
-  }
-}
-
-function expectProblem(r: ApiResponse, status: number) {
-  expect(r.status, JSON.stringify(r.body)).toBe(status);
-  expect(r.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(r.body.status).toBe(status);
 }
 
 /** The REST Value of field `key` in a subject body (undefined when the field is left out, D7). */
