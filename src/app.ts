@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { costLimitPlugin } from '@escape.tech/graphql-armor-cost-limit';
-import { maxDepthPlugin } from '@escape.tech/graphql-armor-max-depth';
+import { createComplexityRule } from '@pothos/plugin-complexity';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { GraphQLError } from 'graphql';
 import { type Plugin, createYoga, maskError } from 'graphql-yoga';
@@ -25,6 +24,30 @@ export interface App {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+/**
+ * D11: depth, cost and breadth (total selections, e.g. aliased fan-out) limits, checked during validation (before execution) with the request's variables,
+ * so `first: $n` costs what `first: 1000` does. The cost model is the builder's `fieldComplexity`.
+ */
+function queryLimits(maxDepth: number, maxCost: number, maxBreadth: number): Plugin {
+  return {
+    onValidate({ addValidationRule, context }) {
+      const params = (context as { params?: { variables?: Record<string, unknown>; operationName?: string } }).params;
+      addValidationRule(
+        createComplexityRule({
+          context,
+          variableValues: params?.variables ?? {},
+          operationName: params?.operationName ?? null,
+          validate: (result, report) => {
+            if (result.depth > maxDepth) report(new GraphQLError(`The query depth ${result.depth} exceeds the limit of ${maxDepth}.`));
+            if (result.complexity > maxCost) report(new GraphQLError(`The query cost ${result.complexity} exceeds the limit of ${maxCost}.`));
+            if (result.breadth > maxBreadth) report(new GraphQLError(`The query selects ${result.breadth} fields, more than the limit of ${maxBreadth} (breadth).`));
+          },
+        }),
+      );
+    },
+  };
+}
 
 /**
  * Expected errors carry `extensions.http.status` for the REST mapping, but Yoga would answer a whole
@@ -126,16 +149,19 @@ export async function buildApp({ config, db, logger }: { config: Config; db: Db;
     context: ({ req }) => createContext({ db, principal: req.principal!, requestId: String(req.id), log: req.log }),
     plugins: [
       graphqlErrorsAnswer200,
-      maxDepthPlugin({ n: config.GRAPHQL_MAX_DEPTH, ignoreIntrospection: true, flattenFragments: true }),
-      costLimitPlugin({ maxCost: config.GRAPHQL_MAX_COST, ignoreIntrospection: true }),
+      queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
     ],
+    // The limits depend on the variables (first: $n), so a validation result cannot be reused by document.
+    parserAndValidationCache: { validationCache: false },
   });
   const graphqlAuth = requireToken(db, tokens, ['ServiceApi']);
   app.use(
     yoga.graphqlEndpoint,
     (req, res, next) => {
       // The GraphiQL page itself needs no token (D4); every operation does.
-      if (graphiql && req.method === 'GET' && req.accepts(['application/json', 'text/html']) === 'text/html') return next();
+      // Exactly Yoga's own test for rendering GraphiQL instead of executing (an Accept of text/* would
+      // make Express prefer HTML while Yoga executes the query).
+      if (graphiql && req.method === 'GET' && (req.headers.accept ?? '').includes('text/html')) return next();
       graphqlAuth(req, res, next);
     },
     (req, res) => {

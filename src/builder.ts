@@ -1,10 +1,13 @@
 import SchemaBuilder from '@pothos/core';
+import ComplexityPlugin from '@pothos/plugin-complexity';
+import { getNamedType } from 'graphql';
 import DataloaderPlugin from '@pothos/plugin-dataloader';
 import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import type { Context } from './context.js';
 import { type Permission, hasPermission, requireNodePermission } from './domains/auth/permissions.js';
 import { ForbiddenError } from './errors.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paging.js';
 
 /** The schema's type parameters, exported for helpers that take Pothos builders of this schema. */
 export interface SchemaTypeParams {
@@ -25,7 +28,7 @@ export type Types = PothosSchemaTypes.ExtendDefaultTypes<SchemaTypeParams>;
 
 /** The one Pothos builder. Domains add their types in `src/domains/<domain>/*.schema.ts`. */
 export const builder = new SchemaBuilder<SchemaTypeParams>({
-  plugins: [ScopeAuthPlugin, RelayPlugin, DataloaderPlugin],
+  plugins: [ScopeAuthPlugin, RelayPlugin, DataloaderPlugin, ComplexityPlugin],
   // Non-null by default; fields guarded by a permission are declared nullable, so that a FORBIDDEN
   // error nulls only that field and the rest of the query is still answered (D4).
   defaultFieldNullability: false,
@@ -33,6 +36,15 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
     authScopes: (ctx) => ({ permission: (p: Permission) => hasPermission(ctx.principal, p) }),
     // D4: a missing permission is a FORBIDDEN error on that field only.
     unauthorizedError: (_parent, _ctx, _info, result) => new ForbiddenError(result.message),
+  },
+  // Cost of a query (limited per request in app.ts): every field costs 1, and a connection multiplies
+  // its selection by the page it will load (first/last, from literals or variables; D6 default 20).
+  complexity: {
+    fieldComplexity: (args, _ctx, field) => {
+      if (!getNamedType(field.type).name.endsWith('Connection')) return { field: 1, multiplier: 1 };
+      const size = Number(args['first'] ?? args['last'] ?? DEFAULT_PAGE_SIZE);
+      return { field: 1, multiplier: Number.isFinite(size) ? Math.min(Math.max(size, 1), MAX_PAGE_SIZE) : MAX_PAGE_SIZE };
+    },
   },
   relay: {
     clientMutationId: 'omit',

@@ -34,8 +34,11 @@ export function valueText(type: DataTypeName, v: Scalar): string {
 const INT32_MIN = -2147483648;
 const INT32_MAX = 2147483647;
 
-function validDate(y: number, m: number, d: number): boolean {
-  const date = new Date(Date.UTC(y, m - 1, d));
+/** A real calendar date from year 1 (PostgreSQL has no year 0); setUTCFullYear keeps years below 100. */
+export function validDate(y: number, m: number, d: number): boolean {
+  if (y < 1) return false;
+  const date = new Date(0);
+  date.setUTCFullYear(y, m - 1, d);
   return date.getUTCFullYear() === y && date.getUTCMonth() === m - 1 && date.getUTCDate() === d;
 }
 
@@ -79,7 +82,10 @@ export function readTyped(type: DataTypeName, raw: unknown): { ok: true; value: 
       }
       // No offset: taken as UTC. Sub-millisecond digits are dropped (canonical form has milliseconds).
       const ms = Number((m[7] ?? '0').padEnd(3, '0').slice(0, 3));
-      let t = Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +(m[6] ?? 0), ms);
+      const at = new Date(0);
+      at.setUTCFullYear(+m[1]!, +m[2]! - 1, +m[3]!);
+      at.setUTCHours(+m[4]!, +m[5]!, +(m[6] ?? 0), ms);
+      let t = at.getTime();
       const zone = m[8];
       if (zone && zone.toUpperCase() !== 'Z') {
         const sign = zone.startsWith('-') ? -1 : 1;
@@ -207,6 +213,37 @@ export function parseSentValues(
     }
   }
   return { values, userRefs };
+}
+
+/** Strings longer than this order by their prefix only (a btree entry is at most ~2.7 kB); ties by id. */
+const SORT_PREFIX = 200;
+
+/**
+ * Order-preserving text encoding of a typed value, compared bytewise ("C" collation): the subject list
+ * orders by any field through one index on (field, sort_key) (see migration 0002). Present values start
+ * with '0' and a missing one is '1', so missing sorts last ascending and first descending (D6). Also
+ * the in-memory order of loaded lists (paginateLoaded).
+ */
+export function sortKeyOf(type: DataTypeName, v: Scalar | undefined): string {
+  if (v === undefined) return '1';
+  switch (type) {
+    case 'Integer':
+      // Offset binary: -2^31..2^31-1 → 0..2^32-1, ten digits.
+      return `0${String((v as number) + 2147483648).padStart(10, '0')}`;
+    case 'Decimal': {
+      // IEEE 754 bits made sortable: flip the sign bit of non-negatives, every bit of negatives.
+      const buf = Buffer.alloc(8);
+      buf.writeDoubleBE((v as number) === 0 ? 0 : (v as number));
+      if ((buf[0]! & 0x80) === 0) buf[0] = buf[0]! ^ 0x80;
+      else for (let i = 0; i < 8; i++) buf[i] = buf[i]! ^ 0xff;
+      return `0${buf.toString('hex')}`;
+    }
+    case 'Boolean':
+      return v ? '01' : '00';
+    default:
+      // Strings, user ids, and the fixed-width ISO forms of Date, Time and DateTime sort as text.
+      return `0${[...String(v)].slice(0, SORT_PREFIX).join('')}`;
+  }
 }
 
 /** The SQL type a data type orders and compares as (D6: numbers numerically, dates in time). */

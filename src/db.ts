@@ -203,13 +203,8 @@ export interface Database {
   subject_location: SubjectLocationTable;
 }
 
-export type Tenant = Selectable<TenantTable>;
-export type Client = Selectable<ClientTable>;
-export type SubjectField = Selectable<SubjectFieldTable>;
 export type StructureType = Selectable<StructureTypeTable>;
-export type StructureTypeField = Selectable<StructureTypeFieldTable>;
 export type StructuralEntityRow = Selectable<StructuralEntityTable>;
-export type NewStructuralEntity = Insertable<StructuralEntityTable>;
 export type SigningKey = Selectable<SigningKeyTable>;
 export type SubjectRow = Selectable<SubjectTable>;
 export type NewSubjectValue = Insertable<SubjectValueTable>;
@@ -285,9 +280,21 @@ export async function migrateToLatest(db: Db): Promise<string[]> {
   return (results ?? []).map((r) => r.migrationName);
 }
 
-/** Runs `fn` in a transaction, or inside the caller's when `db` already is one. */
+/**
+ * Runs `fn` in a transaction, or inside the caller's when `db` already is one. A top-level transaction
+ * that PostgreSQL aborted as a deadlock victim or a serialization failure is retried (at most 3 runs):
+ * writes lock rows in different orders (a tenant apply, a subject write), and the loser may rerun.
+ */
 export async function inTransaction<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
-  return db.isTransaction ? fn(db) : db.transaction().execute(fn);
+  if (db.isTransaction) return fn(db);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction().execute(fn);
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      if (attempt >= 3 || (code !== '40P01' && code !== '40001')) throw e;
+    }
+  }
 }
 
 /** A PostgreSQL unique violation (SQLSTATE 23505), optionally of one constraint. */

@@ -1,4 +1,5 @@
 import { type Expression, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
+import { validDate } from './custom-fields.js';
 import { ValidationError } from './errors.js';
 
 /** D6: page size when neither first nor last is given, and the bound on both. */
@@ -54,21 +55,16 @@ function encodeCursor(list: string, sortName: string, p: Position): string {
   return Buffer.from(JSON.stringify([list, sortName, p.v, p.i])).toString('base64url');
 }
 
-function validDate(y: string, m: string, d: string): boolean {
-  const date = new Date(0);
-  date.setUTCFullYear(+y, +m - 1, +d);
-  return date.getUTCFullYear() === +y && date.getUTCMonth() === +m - 1 && date.getUTCDate() === +d;
-}
-
 const DATE_TEXT = /^(\d{4})-(\d{2})-(\d{2})$/;
 const TIME_TEXT = /^(?:(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?|24:00:00)$/;
-const TIMESTAMP_TEXT = /^(\d{4})-(\d{2})-(\d{2})[ T](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-]\d{2}(?::?\d{2}){0,2})?$/;
+const TIMESTAMP_TEXT = /^(\d{4})-(\d{2})-(\d{2})[ T](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:0\d|1[0-5])(?::?[0-5]\d){0,2})?$/;
 
 /**
  * Whether `v` is text PostgreSQL reads as `type` without error. A forged cursor whose value does not fit
  * the ordering's type is not a position of that ordering (D6: 400, never a failed cast and a 500).
  */
 function fitsType(type: SortSqlType, v: string): boolean {
+  if (v.includes('\u0000')) return false; // PostgreSQL text cannot hold it
   switch (type) {
     case 'text':
       return true;
@@ -86,13 +82,13 @@ function fitsType(type: SortSqlType, v: string): boolean {
       return v === 'true' || v === 'false';
     case 'date': {
       const m = DATE_TEXT.exec(v);
-      return m !== null && validDate(m[1]!, m[2]!, m[3]!);
+      return m !== null && validDate(+m[1]!, +m[2]!, +m[3]!);
     }
     case 'time':
       return TIME_TEXT.test(v);
     case 'timestamptz': {
       const m = TIMESTAMP_TEXT.exec(v);
-      return m !== null && validDate(m[1]!, m[2]!, m[3]!);
+      return m !== null && validDate(+m[1]!, +m[2]!, +m[3]!);
     }
   }
 }

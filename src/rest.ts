@@ -156,7 +156,7 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       Object.assign(errors, zodErrors(r.error, prefix));
       return undefined as T;
     };
-    // [tests fix] A path key holding U+0000 names nothing that can exist: 404, as an unknown key (D2).
+    // A path key holding U+0000 names nothing that can exist: 404, as an unknown key (D2).
     if (nulPaths(req.params, '').length > 0) throw new NotFoundError('No resource has this key.');
     const params = parse(route.params, req.params, '');
     let query: unknown;
@@ -164,14 +164,14 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       const bound = bindQuery(req.originalUrl, route.query);
       Object.assign(errors, bound.errors);
       query = parse(route.query, bound.value, '');
-      addNulErrors(errors, bound.value); // [tests fix]
+      addNulErrors(errors, bound.value);
     }
     let body: unknown;
     if (route.body) {
       const raw = (req as { body?: unknown }).body;
       if (raw === undefined && route.body.required) errors['$'] = ['A request body is required.'];
       else {
-        // [tests fix] canonical keys computed once so that U+0000 problems are named in the contract casing.
+        // Keys canonicalised once, so U+0000 problems are named in the contract's casing.
         const canonical = raw === undefined ? undefined : canonicalKeys(raw, route.body.schema);
         body = parse(route.body.schema, canonical, '');
         addNulErrors(errors, canonical);
@@ -187,7 +187,7 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       contextValue: createContext({ db: deps.db, principal, requestId: String(req.id), log: req.log as Logger }),
     });
     if (result.errors?.length) {
-      // [tests fix] Variables the operation could not coerce (no execution happened): bad input, 400 (D5).
+      // Variables the operation could not coerce (no execution happened): bad input, 400 (D5).
       if (!('data' in result)) throw variableCoercionError(result.errors, location);
       const appError = result.errors.map((e) => e.originalError ?? e).find((e): e is AppError => e instanceof AppError);
       if (appError) {
@@ -206,8 +206,8 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
   return router;
 }
 
-// [tests fix] D5: PostgreSQL text and jsonb cannot hold U+0000, so a string with it used to reach the
-// database and fail there (500). It is bad input: 400 naming each location (contract casing, as bound).
+// P3: PostgreSQL text and jsonb cannot hold U+0000. A string with it is bad input: 400 naming each
+// location (contract casing, as bound) before anything reaches the database.
 function nulPaths(value: unknown, at: string): string[] {
   if (typeof value === 'string') return value.includes('\u0000') ? [at || '$'] : [];
   if (Array.isArray(value)) return value.flatMap((v, i) => nulPaths(v, `${at}[${i}]`));
@@ -221,7 +221,7 @@ function addNulErrors(errors: FieldErrors, value: unknown): void {
   for (const p of nulPaths(value, '')) (errors[p] ??= []).push('Must not contain the NUL character (U+0000).');
 }
 
-// [tests fix] D5: a query value that passed the route's zod schema but that GraphQL cannot coerce (an Int
+// D5: a query value that passed the route's zod schema but that GraphQL cannot coerce (an Int
 // beyond 32 bits, e.g. `First=3000000000`) is bad input naming the parameter, not an unexpected error.
 // Only variable coercion can fail before execution here: the route operations are validated at start-up.
 function variableCoercionError(errors: readonly GraphQLError[], location: (path: string) => string): Error {
@@ -233,6 +233,34 @@ function variableCoercionError(errors: readonly GraphQLError[], location: (path:
     (mapped[location(name)] ??= []).push(`${location(name)} is not valid: ${why}`);
   }
   return new ValidationError(mapped);
+}
+
+/** The PascalCase paged envelope schema around a node schema (OpenAPI). */
+export function pageSchema(node: z.ZodType) {
+  return z.object({
+    PageInfo: z.object({
+      HasNextPage: z.boolean(),
+      HasPreviousPage: z.boolean(),
+      StartCursor: z.string().nullable(),
+      EndCursor: z.string().nullable(),
+      TotalCount: z.int(),
+    }),
+    Edges: z.array(z.object({ Node: node, Cursor: z.string() })),
+  });
+}
+
+/** A sent custom field value (D7/D8): checked by the shared validator, so the schema only documents it. */
+export const SentValueSchema = z.object({
+  Key: z.string(),
+  Value: z.unknown().meta({
+    description:
+      'An object with one property named after the data type, e.g. {"Integer": {"Value": 5}}; an array of them for an array field; null clears the field.',
+  }),
+});
+
+/** Sent custom field values in the GraphQL input shape. */
+export function sentValues(items: readonly { Key: string; Value?: unknown }[]) {
+  return items.map((v) => ({ key: v.Key, value: v.Value ?? null }));
 }
 
 /** The contract's PascalCase paged envelope (D5/D6) around mapped nodes. */

@@ -1,11 +1,38 @@
+import { readFile } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
+import type { Db } from './db.js';
+import { upsertSubject } from './domains/subject/subject.service.js';
 import { hasTenants } from './domains/tenant/tenant.service.js';
 import { applyTenantFilePath, createLogger, openMigratedDatabase } from './runtime.js';
 
 const DEMO_FILE = fileURLToPath(new URL('../config/demo.tenant.json', import.meta.url));
+const DEMO_SUBJECTS = fileURLToPath(new URL('../config/demo.subjects.json', import.meta.url));
+
+interface DemoClient {
+  tenantKey: string;
+  clientId: string;
+  clientSecret: string;
+}
+
+/** Upserts the demo subjects through the same service as the API, and names the demo's API client. */
+async function seedDemo(db: Db): Promise<DemoClient> {
+  const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as { tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[] };
+  const t = file.tenants[0]!;
+  const client = t.clients.find((c) => c.scopes.includes('ServiceApi'))!;
+  const tenant = await db.selectFrom('tenant').select('id').where('key', '=', t.key).executeTakeFirstOrThrow();
+  const principal = { tenantId: tenant.id, tenantKey: t.key, clientId: client.clientId, scopes: new Set(client.scopes), permissions: new Set(['*']) };
+  const subjects = JSON.parse(await readFile(DEMO_SUBJECTS, 'utf8')) as { CustomFieldValues: { Key: string; Value: unknown }[]; StructuralEntityKeys: string[] }[];
+  for (const s of subjects) {
+    await upsertSubject(db, principal, {
+      customFieldValues: s.CustomFieldValues.map((v) => ({ key: v.Key, value: v.Value })),
+      structuralEntityKeys: s.StructuralEntityKeys,
+    });
+  }
+  return { tenantKey: t.key, clientId: client.clientId, clientSecret: client.clientSecret };
+}
 
 async function main(): Promise<void> {
   let config;
@@ -21,14 +48,14 @@ async function main(): Promise<void> {
   const logger = createLogger(config);
   const handle = await openMigratedDatabase(config, logger);
 
-  let demo: { clientId: string; clientSecret: string; tenantKey: string } | undefined;
+  let demo: DemoClient | undefined;
   if (config.TENANT_CONFIG) {
     const { tenantKeys } = await applyTenantFilePath(handle, config, config.TENANT_CONFIG);
     logger.info({ tenants: tenantKeys }, 'tenant configuration applied');
   } else if (handle.kind === 'pglite' && !(await hasTenants(handle.db))) {
-    // D1: only an empty embedded database gets the demo tenant.
+    // D1: only an empty embedded database gets the demo tenant (and a few subjects to list).
     await applyTenantFilePath(handle, config, DEMO_FILE);
-    demo = { tenantKey: 'demo', clientId: 'demo-client', clientSecret: 'demo-client-secret' };
+    demo = await seedDemo(handle.db);
   }
 
   const { app } = await buildApp({ config, db: handle.db, logger });
@@ -65,7 +92,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-function printDemo(url: string, d: { clientId: string; clientSecret: string; tenantKey: string }) {
+function printDemo(url: string, d: DemoClient) {
   const token = `curl -s ${url}/connect/token -d grant_type=client_credentials -d tenant_key=${d.tenantKey} -d client_id=${d.clientId} -d client_secret=${d.clientSecret} -d scope=ServiceApi`;
   console.log(
     [
@@ -77,8 +104,8 @@ function printDemo(url: string, d: { clientId: string; clientSecret: string; ten
       `  Client secret: ${d.clientSecret}`,
       `  GraphiQL:      ${url}/graphql    OpenAPI: ${url}/openapi.json`,
       '',
-      'Get a token and list structural entities:',
-      `  TOKEN=$(${token} | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token') && curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v1/structuralEntity`,
+      'Get a token and list subjects:',
+      `  TOKEN=$(${token} | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token') && curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v2/subject`,
       '',
     ].join('\n'),
   );

@@ -135,7 +135,6 @@ async function globalId(api: ApiClient, key: string): Promise<string> {
 
 describe('token endpoint (D4)', () => {
   let tenant: TestTenant;
-  let other: TestTenant;
   // A client id and secret that need form-encoding in HTTP Basic (RFC 6749 §2.3.1).
   const SPECIAL = { clientId: 'svc:one+two', clientSecret: 'p@ss w+rd:%/é-secret', scopes: ['ServiceApi'], permissions: ['*'] };
   const PROVIDER = { clientId: 'provider-only', clientSecret: 'provider-only-secret', scopes: ['ServiceDataProviderApi'], permissions: [] };
@@ -146,7 +145,7 @@ describe('token endpoint (D4)', () => {
       clients: [FULL_CLIENT, SPECIAL, PROVIDER],
       structuralEntities: [{ key: 'tok-root', displayName: 'Token root', structureTypeKey: 'company' }],
     });
-    other = await createTenant(app, { clients: [OTHER_CLIENT] });
+    await createTenant(app, { clients: [OTHER_CLIENT] }); // its client must not work with this tenant key
   });
 
   const formFields = (overrides: Record<string, string | undefined> = {}) => {

@@ -109,7 +109,7 @@ describe('D11 depth and cost limits', () => {
     const res = await api.gql(query);
     expect([200, 400]).toContain(res.status);
     expect(res.body.data).toBeUndefined();
-    expect(res.body.errors![0]!.message).toMatch(/cost/i);
+    expect(res.body.errors![0]!.message).toMatch(/cost|breadth/i);
 
     const once = await api.gql(`{ a0: ${selection} }`);
     expect(once.body.errors).toBeUndefined();
@@ -180,5 +180,17 @@ describe('P3 NUL characters over GraphQL', () => {
     expect(res.status).toBe(200);
     expect(res.body.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
     expect(res.body.data).toEqual({ structuralEntity: null });
+  });
+});
+
+describe('D11 cost limit with variables', () => {
+  it('counts page sizes given as variables: first: $n costs what first: 1000 does', async () => {
+    const query = 'query($n: Int) { structuralEntities(first: $n) { edges { node { key children(first: $n) { edges { node { key children(first: $n) { edges { node { key } } } } } } } } } }';
+    const big = await api.gql(query, { n: 1000 });
+    expect(big.body.data).toBeUndefined();
+    expect(big.body.errors![0]!.message).toMatch(/cost/i);
+    const small = await api.gql(query, { n: 2 });
+    expect(small.body.errors).toBeUndefined();
+    expect(small.body.data.structuralEntities.edges.length).toBe(2);
   });
 });

@@ -49,7 +49,7 @@ describe('npm start on an empty embedded database (D1)', () => {
     child.stderr!.on('data', (d: Buffer) => (stdout += d.toString()));
     exit = new Promise((r) => child.on('exit', (code) => r(code)));
     const deadline = Date.now() + 50_000;
-    while (!stdout.includes('Get a token and list structural entities')) {
+    while (!stdout.includes('Get a token and list subjects')) {
       if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${stdout}`);
       await new Promise((r) => setTimeout(r, 200));
     }
@@ -60,13 +60,13 @@ describe('npm start on an empty embedded database (D1)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('prints a curl that gets a token and lists the demo structural entities', async () => {
+  it('prints a curl that gets a token and lists the demo subjects', async () => {
     const line = stdout.split('\n').find((l) => l.trim().startsWith('TOKEN=$('));
     expect(line).toBeDefined();
     const { stdout: out } = await run('bash', ['-c', line!.trim()]);
     const page = JSON.parse(out);
-    expect(page.PageInfo.TotalCount).toBeGreaterThan(0);
-    expect(page.Edges.map((e: { Node: { Key: string } }) => e.Node.Key)).toContain('acme');
+    expect(page.PageInfo.TotalCount).toBe(3);
+    expect(page.Edges.map((e: { Node: { ExternalId: string } }) => e.Node.ExternalId)).toEqual(['E-1001', 'E-1002', 'E-1003']);
   });
 
   it('logs JSON lines with a request id and never a token or a secret', async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, type ApiResponse, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp, expectValidation, expectProblem } from './helpers.js';
+import { type ApiClient, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp, expectValidation, expectProblem } from './helpers.js';
 
 // Subjects through HTTP only: the REST contract (upsert, get by id, PATCH, locations) and POST /graphql.
 // D7 is the spec; D2 (tenancy: foreign = unknown = 404), D4 (permissions), D5 (errors, casing, case-

@@ -109,7 +109,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema.createIndex('structural_entity_parent_idx').on('structural_entity').columns(['tenant_id', 'parent_key', 'key']).execute();
   await db.schema.createIndex('structural_entity_path_idx').on('structural_entity').using('gin').column('path').execute();
   await db.schema.createIndex('structural_entity_name_idx').on('structural_entity').columns(['tenant_id', 'display_name', 'key']).execute();
-  await sql`CREATE INDEX structural_entity_search_idx ON structural_entity USING gin (lower(key || ' ' || display_name) gin_trgm_ops)`.execute(db);
+  // SearchTerm (D8): `ILIKE` and `<%` on key and on display name.
+  await sql`CREATE INDEX structural_entity_key_search_idx ON structural_entity USING gin (key gin_trgm_ops)`.execute(db);
+  await sql`CREATE INDEX structural_entity_name_search_idx ON structural_entity USING gin (display_name gin_trgm_ops)`.execute(db);
 
   await db.schema
     .createTable('user_group')

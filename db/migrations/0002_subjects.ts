@@ -36,7 +36,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addForeignKeyConstraint('subject_value_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) => c.onDelete('cascade'))
     .execute();
   await sql`CREATE INDEX subject_value_sort_idx ON subject_value (tenant_id, field_key, sort_key, subject_id) WHERE ordinal = 0`.execute(db);
-  await sql`CREATE INDEX subject_value_filter_idx ON subject_value (tenant_id, field_key, value_text, subject_id) WHERE value_text IS NOT NULL`.execute(db);
+  // md5: a value can be longer than a btree entry may be; the filter compares md5 and then the text.
+  await sql`CREATE INDEX subject_value_filter_idx ON subject_value (tenant_id, field_key, md5(value_text), subject_id) WHERE value_text IS NOT NULL`.execute(db);
   await sql`CREATE INDEX subject_value_search_idx ON subject_value USING gin (value_text gin_trgm_ops) WHERE searchable`.execute(db);
 
   await db.schema

@@ -31,7 +31,8 @@ export async function authenticate(db: Db, tokens: TokenService, authorization: 
   }
   const client = await findClientByTenantKey(db, claims.tenantKey, claims.clientId);
   if (!client) throw invalid('The access token names an unknown tenant or client.');
-  const granted = new Set(claims.scopes);
+  // A scope taken from the client since the token was issued no longer counts (as permissions, P8).
+  const granted = new Set(claims.scopes.filter((s) => client.scopes.includes(s)));
   if (!scopes.some((s) => granted.has(s))) {
     throw new ForbiddenError(`The access token lacks the scope ${scopes.join(' or ')}.`, {
       'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scopes.join(' ')}"`,

@@ -9,7 +9,15 @@ const P = 1;
 const LEN = 32;
 
 /** Format of a stored secret: `scrypt$N$r$p$salt$hash` (base64url). Also accepted as `clientSecretHash`. */
-export const SECRET_HASH_PATTERN = /^scrypt\$\d+\$\d+\$\d+\$[A-Za-z0-9_-]{16,}\$[A-Za-z0-9_-]{32,}$/;
+export const SECRET_HASH_PATTERN = /^scrypt\$(\d{1,8})\$(\d{1,2})\$(\d{1,2})\$[A-Za-z0-9_-]{16,}\$[A-Za-z0-9_-]{32,}$/;
+
+/** A stored hash whose parameters scrypt accepts within bounds (N a power of two up to 2^20, r, p small). */
+export function isSecretHash(s: string): boolean {
+  const m = SECRET_HASH_PATTERN.exec(s);
+  if (!m) return false;
+  const [n, r, p] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  return n >= 1024 && n <= 2 ** 20 && (n & (n - 1)) === 0 && r >= 1 && r <= 32 && p >= 1 && p <= 16;
+}
 
 /** Salted scrypt hash of a client secret. */
 export async function hashSecret(secret: string): Promise<string> {
@@ -23,7 +31,7 @@ const DUMMY = 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAA
 
 /** Compares a presented secret with a stored hash in constant time; a missing hash still costs a hash. */
 export async function verifySecret(secret: string, stored: string | undefined): Promise<boolean> {
-  const real = stored !== undefined && SECRET_HASH_PATTERN.test(stored);
+  const real = stored !== undefined && isSecretHash(stored);
   const parts = (real ? stored : DUMMY).split('$');
   const [, n, r, p, salt, hash] = parts as [string, string, string, string, string, string];
   const expected = Buffer.from(hash, 'base64url');

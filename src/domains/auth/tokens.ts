@@ -13,7 +13,7 @@ import {
   jwtVerify,
 } from 'jose';
 import type { Config } from '../../config.js';
-import type { Db } from '../../db.js';
+import { type Db, inTransaction } from '../../db.js';
 import { findActiveKey, insertActiveKey, listPublishedKeys, retireActiveKey } from './auth.repository.js';
 
 const ALG = 'ES256';
@@ -62,7 +62,7 @@ export class TokenService {
   /** Makes a new key the signing key; the old one keeps verifying until its tokens expire. */
   async rotate(): Promise<string> {
     const key = await newKey();
-    await this.db.transaction().execute(async (trx) => {
+    await inTransaction(this.db, async (trx) => {
       await retireActiveKey(trx);
       await insertActiveKey(trx, key);
     });

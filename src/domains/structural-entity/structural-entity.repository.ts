@@ -1,6 +1,7 @@
-import { type Expression, type SqlBool, sql } from 'kysely';
+import { type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../../custom-fields.js';
 import type { Db, StructuralEntityRow, StructureType } from '../../db.js';
+import { matchesTerm } from '../../search.js';
 
 export type StructureTypeWithFields = StructureType & { fields: FieldDef[] };
 
@@ -52,19 +53,6 @@ export interface EntityFilters {
   structureTypeKey?: string | null | undefined;
 }
 
-/** Escapes LIKE wildcards so a search term matches literally. */
-export function likeContains(term: string): string {
-  return `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-}
-
-/**
- * D7/D8 search rule: the term occurs case-insensitively, or its pg_trgm word_similarity to the text is
- * at least 0.3.
- */
-export function searchMatches(term: string, text: Expression<string>): Expression<SqlBool> {
-  return sql<SqlBool>`(${text} ILIKE ${likeContains(term)} OR word_similarity(${term}, ${text}) >= 0.3)`;
-}
-
 /** The filtered list of entities (D8 filters combine with AND); callers page it. */
 export function entityListQuery(db: Db, tenantId: string, f: EntityFilters) {
   let q = db.selectFrom('structural_entity as e').selectAll('e').where('e.tenant_id', '=', tenantId);
@@ -85,7 +73,7 @@ export function entityListQuery(db: Db, tenantId: string, f: EntityFilters) {
   }
   if (f.searchTerm) {
     const term = f.searchTerm;
-    q = q.where((eb) => eb.or([searchMatches(term, eb.ref('e.key')), searchMatches(term, eb.ref('e.display_name'))]));
+    q = q.where((eb) => eb.or([matchesTerm(term, eb.ref('e.key')), matchesTerm(term, eb.ref('e.display_name'))]));
   }
   return q;
 }

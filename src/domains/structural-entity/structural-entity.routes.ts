@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { NotFoundError } from '../../errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestStructuralEntityFragment } from '../../generated/graphql.js';
-import { defineRoute, pagingQuery, pagingVariables, restPage } from '../../rest.js';
+import { SentValueSchema, defineRoute, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../rest.js';
 
 graphql(`
   fragment RestStructuralEntity on StructuralEntity {
@@ -53,27 +53,6 @@ export const RestStructuralEntitySchema = z
       }),
     ),
   });
-
-/** The PascalCase paged envelope schema for a node schema (OpenAPI). */
-export function pageSchema(node: z.ZodType) {
-  return z.object({
-      PageInfo: z.object({
-        HasNextPage: z.boolean(),
-        HasPreviousPage: z.boolean(),
-        StartCursor: z.string().nullable(),
-        EndCursor: z.string().nullable(),
-        TotalCount: z.int(),
-      }),
-      Edges: z.array(z.object({ Node: node, Cursor: z.string() })),
-    });
-}
-
-const SentValue = z.object({
-  Key: z.string(),
-  Value: z.unknown().meta({
-    description: 'An object with one property named after the data type, e.g. {"String": {"Value": "x"}}; null clears the field.',
-  }),
-});
 
 const listEntities = defineRoute({
   method: 'get',
@@ -163,7 +142,7 @@ const upsertEntity = defineRoute({
       DisplayName: z.string().nullable().optional(),
       ParentKey: z.string().nullable().optional().meta({ description: 'Absent: unchanged; null: moved to the top.' }),
       StructureTypeKey: z.string().nullable().optional(),
-      CustomFieldValues: z.array(SentValue).nullable().optional(),
+      CustomFieldValues: z.array(SentValueSchema).nullable().optional(),
     }),
   },
   operation: graphql(`
@@ -178,7 +157,7 @@ const upsertEntity = defineRoute({
       ...(body.DisplayName !== undefined ? { displayName: body.DisplayName } : {}),
       ...(body.ParentKey !== undefined ? { parentKey: body.ParentKey } : {}),
       ...(body.StructureTypeKey !== undefined ? { structureTypeKey: body.StructureTypeKey } : {}),
-      ...(body.CustomFieldValues ? { customFieldValues: body.CustomFieldValues.map((v) => ({ key: v.Key, value: v.Value ?? null })) } : {}),
+      ...(body.CustomFieldValues ? { customFieldValues: sentValues(body.CustomFieldValues) } : {}),
     },
   }),
   respond: (data) => ({

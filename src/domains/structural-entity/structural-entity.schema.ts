@@ -1,8 +1,9 @@
+import { createContextCache } from '@pothos/core';
 import { sql } from 'kysely';
 import { builder } from '../../builder.js';
 import { orderArgs } from '../../connections.js';
 import type { Context } from '../../context.js';
-import { jsonFieldSortExpr, sqlTypeOf } from '../../custom-fields.js';
+import { type Scalar, jsonFieldSortExpr, sortKeyOf, sqlTypeOf } from '../../custom-fields.js';
 import { CustomFieldRef, CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../../custom-fields.schema.js';
 import type { StructuralEntityRow } from '../../db.js';
 import { ValidationError } from '../../errors.js';
@@ -66,33 +67,57 @@ StructuralEntityRef.implement({
   }),
 });
 
-const BUILT_IN_ORDER: Record<string, Omit<SortKey, 'name' | 'id' | 'idType'>> = {
-  Key: { value: sql.ref('e.key'), type: 'text', nullable: false },
-  DisplayName: { value: sql.ref('e.display_name'), type: 'text', nullable: false },
-  Depth: { value: sql.ref('e.depth'), type: 'integer', nullable: false },
-  StructureTypeKey: { value: sql.ref('e.structure_type_key'), type: 'text', nullable: false },
+/** How entities order by one OrderBy key (D6, P14): in SQL, and the same order over loaded rows. */
+export interface EntityOrder {
+  sort: SortKey;
+  /** Order-preserving text of a row's value (for paginateLoaded). */
+  memoryKey: (e: StructuralEntityRow) => string;
+}
+
+const BUILT_IN_ORDER: Record<string, { sql: Omit<SortKey, 'name' | 'id' | 'idType'>; memoryKey: (e: StructuralEntityRow) => string }> = {
+  Key: { sql: { value: sql.ref('e.key'), type: 'text', nullable: false }, memoryKey: (e) => sortKeyOf('String', e.key) },
+  DisplayName: { sql: { value: sql.ref('e.display_name'), type: 'text', nullable: false }, memoryKey: (e) => sortKeyOf('String', e.display_name) },
+  Depth: { sql: { value: sql.ref('e.depth'), type: 'integer', nullable: false }, memoryKey: (e) => sortKeyOf('Integer', e.depth) },
+  StructureTypeKey: { sql: { value: sql.ref('e.structure_type_key'), type: 'text', nullable: false }, memoryKey: (e) => sortKeyOf('String', e.structure_type_key) },
 };
 
-/** D6 OrderBy for entities: a built-in key (any casing) or a structure-type custom field key. */
-async function entitySort(ctx: Context, orderBy: string | null | undefined): Promise<SortKey> {
+async function resolveEntityOrder(ctx: Context, orderBy: string | null | undefined): Promise<EntityOrder> {
   const id = { id: sql.ref('e.key'), idType: 'text' as const };
+  const builtIn = (name: string): EntityOrder => ({ sort: { name, ...BUILT_IN_ORDER[name]!.sql, ...id }, memoryKey: BUILT_IN_ORDER[name]!.memoryKey });
   const name = orderBy ?? 'Key';
   // Own properties only: `constructor` or `toString` is an unknown OrderBy, not Object.prototype's.
-  if (Object.hasOwn(BUILT_IN_ORDER, name)) return { name, ...BUILT_IN_ORDER[name]!, ...id };
+  if (Object.hasOwn(BUILT_IN_ORDER, name)) return builtIn(name);
   const types = await structureFieldTypes(ctx.db, ctx.principal.tenantId, name);
   if (types.length > 0) {
     // A key with different data types in different structure types orders as text.
     const type = types.length === 1 ? types[0]!.data_type : 'String';
-    return { name, value: jsonFieldSortExpr(sql.ref('e.custom_values'), name, type, false), type: sqlTypeOf(type), nullable: true, ...id };
+    return {
+      sort: { name, value: jsonFieldSortExpr(sql.ref('e.custom_values'), name, type, false), type: sqlTypeOf(type), nullable: true, ...id },
+      memoryKey: (e) => {
+        const v = e.custom_values[name] as Scalar | Scalar[] | undefined;
+        return sortKeyOf(type, Array.isArray(v) ? v[0] : v);
+      },
+    };
   }
   const ci = Object.keys(BUILT_IN_ORDER).find((k) => k.toLowerCase() === name.toLowerCase());
-  if (ci) return { name: ci, ...BUILT_IN_ORDER[ci]!, ...id };
+  if (ci) return builtIn(ci);
   throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Key, DisplayName, Depth, StructureTypeKey or a custom field key.`);
+}
+
+const orderCache = createContextCache(() => new Map<string, Promise<EntityOrder>>());
+
+/** The entity ordering for an OrderBy key, resolved once per request (lists of many subjects reuse it). */
+export function entityOrder(ctx: Context, orderBy: string | null | undefined): Promise<EntityOrder> {
+  const cache = orderCache(ctx);
+  const key = orderBy ?? '';
+  let order = cache.get(key);
+  if (!order) cache.set(key, (order = resolveEntityOrder(ctx, orderBy)));
+  return order;
 }
 
 /** One page of entities: the list behind the root field, `children`, and REST's list. */
 export async function listEntities(ctx: Context, filters: EntityFilters, args: PageArgs) {
-  const sort = await entitySort(ctx, args.orderBy);
+  const { sort } = await entityOrder(ctx, args.orderBy);
   const query = entityListQuery(ctx.db, ctx.principal.tenantId, filters);
   return paginate<StructuralEntityRow>({ list: 'structuralEntity', query, count: () => countRows(query), sort, args });
 }

@@ -2,7 +2,7 @@ import { type FieldDef, type StoredValue, parseSentValues } from '../../custom-f
 import { type Db, type StructuralEntityRow, inTransaction, isUniqueViolation } from '../../db.js';
 import { ConflictError, ErrorCollector } from '../../errors.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
-import { existingUserIds } from '../user/user.repository.js';
+import { reportUnknownUsers } from '../user/user.repository.js';
 import {
   findEntitiesByKeys,
   findStructureTypes,
@@ -12,8 +12,10 @@ import {
   updateEntity,
 } from './structural-entity.repository.js';
 
-export const MAX_KEY_LENGTH = 256;
-export const MAX_NAME_LENGTH = 1000;
+// Keys and display names are btree keys (unique key, name ordering): at 4 bytes a character these
+// bounds keep an index entry under PostgreSQL's limit of about 2.7 kB (P5).
+export const MAX_KEY_LENGTH = 200;
+export const MAX_NAME_LENGTH = 400;
 
 /** The upsert body in GraphQL casing; an absent property is `undefined` (D8: absent = unchanged). */
 export interface UpsertEntityInput {
@@ -96,11 +98,11 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
     const previousType = existing && existing.structure_type_key !== type.key ? (await findStructureTypes(db, tenantId, [existing.structure_type_key]))[0] : type;
     for (const [k, v] of Object.entries(previous)) {
       const was = previousType?.fields.find((f) => f.key === k);
-      if (fields.get(k)?.dataType === was?.dataType) values[k] = v;
+      const now = fields.get(k);
+      if (now && was && now.dataType === was.dataType) values[k] = v;
     }
     const parsed = parseSentValues(input.customFieldValues ?? [], fields, at('customFieldValues'), errors);
-    const known = await existingUserIds(db, tenantId, parsed.userRefs.map((r) => r.userId));
-    for (const r of parsed.userRefs) if (!known.has(r.userId)) errors.add(r.path, `Unknown user '${r.userId}'.`);
+    await reportUnknownUsers(db, tenantId, parsed.userRefs, errors);
     for (const [k, v] of parsed.values) {
       if (v === null) delete values[k];
       else values[k] = v satisfies StoredValue;

@@ -1,35 +1,5 @@
-import { type FieldDef, type Scalar, type StoredValue, readTyped, valueText } from '../../custom-fields.js';
+import { type FieldDef, type Scalar, type StoredValue, readTyped, sortKeyOf, valueText } from '../../custom-fields.js';
 import type { DataTypeName, NewSubjectValue } from '../../db.js';
-
-/** Strings longer than this order by their prefix only (btree entries have a size limit); ties by id. */
-const SORT_PREFIX = 400;
-
-/**
- * Order-preserving text encoding of a typed value, compared bytewise ("C" collation): the subject list
- * orders by any field through one index on (field, sort_key) (see migration 0002). Present values start
- * with '0' and a missing one is '1', so missing sorts last ascending and first descending (D6).
- */
-export function sortKeyOf(type: DataTypeName, v: Scalar | undefined): string {
-  if (v === undefined) return '1';
-  switch (type) {
-    case 'Integer':
-      // Offset binary: -2^31..2^31-1 → 0..2^32-1, ten digits.
-      return `0${String((v as number) + 2147483648).padStart(10, '0')}`;
-    case 'Decimal': {
-      // IEEE 754 bits made sortable: flip the sign bit of non-negatives, every bit of negatives.
-      const buf = Buffer.alloc(8);
-      buf.writeDoubleBE((v as number) === 0 ? 0 : (v as number));
-      if ((buf[0]! & 0x80) === 0) buf[0] = buf[0]! ^ 0x80;
-      else for (let i = 0; i < 8; i++) buf[i] = buf[i]! ^ 0xff;
-      return `0${buf.toString('hex')}`;
-    }
-    case 'Boolean':
-      return v ? '01' : '00';
-    default:
-      // Strings, user ids, and the fixed-width ISO forms of Date, Time and DateTime sort as text.
-      return `0${[...String(v)].slice(0, SORT_PREFIX).join('')}`;
-  }
-}
 
 /** The rows of `subject_value` for one subject (every field gets an ordinal-0 row, see migration 0002). */
 export function valueRows(

@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { type Expression, type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../../custom-fields.js';
 import type { Db, StructuralEntityRow, SubjectRow } from '../../db.js';
-import { likeContains } from '../structural-entity/structural-entity.repository.js';
+import { matchScore, matchesTerm } from '../../search.js';
 import { readDataVersion } from '../tenant/tenant.repository.js';
 import { valueRows } from './subject-values.js';
 
@@ -120,8 +121,9 @@ export async function removeLocations(db: Db, tenantId: string, subjectId: strin
 }
 
 export interface SubjectFilters {
-  /** Entity ids (already resolved from keys, descendants included when asked). */
-  entityIds?: string[] | undefined;
+  /** Located directly at any of these entities (or anywhere below them with `descendants`). */
+  entityKeys?: readonly string[] | undefined;
+  descendants?: boolean | undefined;
   /** field key → canonical ValueTexts; `any` = ExactAny. */
   values?: { key: string; texts: string[] }[] | undefined;
   match?: 'EXACT_ALL' | 'EXACT_ANY' | undefined;
@@ -131,17 +133,26 @@ export interface SubjectFilters {
 /** The subjects matching the filters, as `s`; the caller orders and pages. */
 export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
   let q = db.selectFrom('subject as s').where('s.tenant_id', '=', tenantId);
-  if (f.entityIds) {
-    const ids = f.entityIds;
+  if (f.entityKeys) {
+    const keys = f.entityKeys;
+    // One subquery, whatever the subtree's size: locations at the entities, or below them via `path`.
+    const at = (eb: any): Expression<SqlBool> =>
+      f.descendants
+        ? eb.or([
+            eb('e.key', 'in', keys),
+            sql<SqlBool>`e.path && array(SELECT r.id FROM structural_entity r WHERE r.tenant_id = ${tenantId} AND r.key = ANY(${keys}))`,
+          ])
+        : eb('e.key', 'in', keys);
     q = q.where((eb) =>
-      ids.length === 0
+      keys.length === 0
         ? sql<SqlBool>`false`
         : eb.exists(
             eb.selectFrom('subject_location as l')
+              .innerJoin('structural_entity as e', (j) => j.onRef('e.tenant_id', '=', 'l.tenant_id').onRef('e.id', '=', 'l.structural_entity_id'))
               .select(sql`1`.as('one'))
               .whereRef('l.tenant_id', '=', 's.tenant_id')
               .whereRef('l.subject_id', '=', 's.id')
-              .where('l.structural_entity_id', 'in', ids),
+              .where(at),
           ),
     );
   }
@@ -154,6 +165,7 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
             .whereRef('v.tenant_id', '=', 's.tenant_id')
             .whereRef('v.subject_id', '=', 's.id')
             .where('v.field_key', '=', key)
+            .where(sql<SqlBool>`md5(v.value_text) = ANY(${texts.map((t) => createHash('md5').update(t).digest('hex'))})`)
             .where('v.value_text', 'in', texts),
         ),
       );
@@ -170,7 +182,7 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
           .whereRef('v.tenant_id', '=', 's.tenant_id')
           .whereRef('v.subject_id', '=', 's.id')
           .where('v.searchable', '=', true)
-          .where(sql<SqlBool>`(v.value_text ILIKE ${likeContains(term)} OR ${term} <% v.value_text)`),
+          .where(matchesTerm(term, sql.ref('v.value_text'))),
       ),
     );
   }
@@ -178,27 +190,17 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
 }
 
 /**
- * Relevance of a subject to a search term (D7 best match first): 1 + similarity when the term occurs
- * as a substring, else the best word_similarity; computed over the subject's searchable values.
+ * The subjects matching a term with their relevance (D7: best match first), scoring each candidate the
+ * trigram index finds once: `subject_id`, `score` (the best of its searchable values).
  */
-export function searchScore(term: string): Expression<number> {
-  return sql<number>`(SELECT max(CASE WHEN v.value_text ILIKE ${likeContains(term)} THEN 1 ELSE 0 END + word_similarity(${term}, v.value_text))
-    FROM subject_value v WHERE v.tenant_id = s.tenant_id AND v.subject_id = s.id AND v.searchable)`;
-}
-
-/** Entity ids for keys (unknown keys are left out), with every descendant when `descendants`. */
-export async function entityIdsForKeys(db: Db, tenantId: string, keys: readonly string[], descendants: boolean): Promise<string[]> {
-  if (keys.length === 0) return [];
-  const roots = await db.selectFrom('structural_entity').select('id').where('tenant_id', '=', tenantId).where('key', 'in', keys).execute();
-  const ids = roots.map((r) => r.id);
-  if (!descendants || ids.length === 0) return ids;
-  const below = await db
-    .selectFrom('structural_entity')
-    .select('id')
-    .where('tenant_id', '=', tenantId)
-    .where(sql<SqlBool>`path && cast(${ids} as bigint[])`)
-    .execute();
-  return [...new Set([...ids, ...below.map((r) => r.id)])];
+export function searchMatches(db: Db, tenantId: string, term: string) {
+  return db
+    .selectFrom('subject_value as v')
+    .select(['v.subject_id', sql<number>`max(${matchScore(term, sql.ref('v.value_text'))})`.as('score')])
+    .where('v.tenant_id', '=', tenantId)
+    .where('v.searchable', '=', true)
+    .where(matchesTerm(term, sql.ref('v.value_text')))
+    .groupBy('v.subject_id');
 }
 
 // Counts per (tenant, data version, filters). The version is bumped in the same transaction as every

@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { NotFoundError } from '../../errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestSubjectFragment, RestSubjectWithLocationsFragment } from '../../generated/graphql.js';
-import { defineRoute, pagingQuery, pagingVariables, pascalLocation, restPage } from '../../rest.js';
-import { RestStructuralEntitySchema, pageSchema, toRestEntity } from '../structural-entity/structural-entity.routes.js';
+import { SentValueSchema, defineRoute, pageSchema, pagingQuery, pagingVariables, pascalLocation, restPage, sentValues } from '../../rest.js';
+import { RestStructuralEntitySchema, toRestEntity } from '../structural-entity/structural-entity.routes.js';
 import { isUuid } from './subject.repository.js';
 
 graphql(`
@@ -54,21 +54,17 @@ const RestSubjectSchema = z.object({
 });
 const RestSubjectByIdSchema = RestSubjectSchema.extend({ StructuralEntities: z.array(RestStructuralEntitySchema) });
 
-const SentValue = z.object({
-  Key: z.string(),
-  Value: z.unknown().meta({
-    description: 'An object with one property named after the data type, e.g. {"Integer": {"Value": 5}}; an array of them for an array field; null clears.',
-  }),
-});
-const sentValues = (items: { Key: string; Value?: unknown }[]) => items.map((v) => ({ key: v.Key, value: v.Value ?? null }));
 
 /**
  * D7: a `{subjectId}` path parameter is the service's UUID. GraphQL also takes a Subject's global id, so
  * anything else is answered here as an unknown subject (404) before it reaches the operation.
  */
+/**
+ * REST subject ids are UUIDs only (D7); GraphQL also takes global ids. Anything else goes to the operation
+ * as an id that names no subject, so it answers 404 after its permission check (403 comes first, D4).
+ */
 function restSubjectId(id: string): string {
-  if (!isUuid(id)) throw new NotFoundError('No subject has this id.');
-  return id;
+  return isUuid(id) ? id : '00000000-0000-0000-0000-000000000000';
 }
 
 const keyList = z.array(z.string()).optional();
@@ -165,7 +161,7 @@ const updateSubject = defineRoute({
   body: {
     required: true,
     schema: z
-      .object({ CustomFields: z.array(SentValue).optional(), CustomFieldValues: z.array(SentValue).optional().meta({ description: 'Alias of CustomFields.' }) })
+      .object({ CustomFields: z.array(SentValueSchema).optional(), CustomFieldValues: z.array(SentValueSchema).optional().meta({ description: 'Alias of CustomFields.' }) })
       .refine((b) => b.CustomFields !== undefined || b.CustomFieldValues !== undefined, { message: 'CustomFields is required.', path: ['CustomFields'] }),
   },
   operation: graphql(`
@@ -197,7 +193,7 @@ const upsertSubject = defineRoute({
   body: {
     required: true,
     schema: z.object({
-      CustomFieldValues: z.array(SentValue),
+      CustomFieldValues: z.array(SentValueSchema),
       StructuralEntityKeys: z.array(z.string()).nullable().optional().meta({ description: 'Replaces the locations when given.' }),
     }),
   },
@@ -262,6 +258,7 @@ const removeLocations = defineRoute({
     }
   `),
   variables: ({ params, query }) => ({ input: { subjectId: restSubjectId(params.subjectId), keys: query.keys ?? [] } }),
+  location: (path) => (path === 'keys' ? 'keys' : pascalLocation(path)), // documented lower case
   respond: (data) => ({ status: 200, body: toRestSubjectById(data.removeSubjectFromStructuralEntities?.subject) }),
   responses: { 200: { description: 'The subject (get-by-id shape).', schema: RestSubjectByIdSchema }, 404: { description: 'No subject has this id.' } },
 });

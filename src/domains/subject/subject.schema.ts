@@ -10,19 +10,17 @@ import type { StructuralEntityRow, SubjectRow } from '../../db.js';
 import { ErrorCollector, ValidationError } from '../../errors.js';
 import { requirePermission } from '../auth/permissions.js';
 import { type PageArgs, type SortKey, paginate, paginateLoaded } from '../../paging.js';
-import { structureFieldTypes } from '../structural-entity/structural-entity.repository.js';
-import { StructuralEntityConnection, StructuralEntityRef } from '../structural-entity/structural-entity.schema.js';
-import { canonicalFilterValue, sortKeyOf } from './subject-values.js';
+import { StructuralEntityConnection, StructuralEntityRef, entityOrder } from '../structural-entity/structural-entity.schema.js';
+import { canonicalFilterValue } from './subject-values.js';
 import {
   type SubjectConfig,
   type SubjectFilters,
   countSubjects,
-  entityIdsForKeys,
   findLocations,
   findSubjectsByIds,
   isUuid,
   loadSubjectConfig,
-  searchScore,
+  searchMatches,
   subjectListQuery,
 } from './subject.repository.js';
 import { addSubjectLocations, removeSubjectLocations, updateSubject, upsertSubject } from './subject.service.js';
@@ -61,35 +59,16 @@ export const SubjectRef = builder.loadableNodeRef('Subject', {
 
 export const SubjectConnection = builder.connectionObject({ type: SubjectRef, name: 'SubjectConnection' });
 
-const ENTITY_BUILT_IN: Record<string, (e: StructuralEntityRow) => string> = {
-  Key: (e) => sortKeyOf('String', e.key),
-  DisplayName: (e) => sortKeyOf('String', e.display_name),
-  Depth: (e) => sortKeyOf('Integer', e.depth),
-  StructureTypeKey: (e) => sortKeyOf('String', e.structure_type_key),
-};
-
 /** A subject's locations as a connection, paged in memory (a subject has few), ordered as D6 says. */
 async function subjectLocations(ctx: Context, subject: SubjectRow, args: PageArgs) {
-  const entities = await locationsLoader(ctx).load(subject.id);
-  const name = args.orderBy ?? 'Key';
-  let keyOf = Object.hasOwn(ENTITY_BUILT_IN, name) ? ENTITY_BUILT_IN[name] : undefined;
-  let sortName = name;
-  if (!keyOf) {
-    const types = await structureFieldTypes(ctx.db, ctx.principal.tenantId, name);
-    if (types.length > 0) {
-      const type = types.length === 1 ? types[0]!.data_type : 'String';
-      keyOf = (e) => {
-        const v = e.custom_values[name];
-        return sortKeyOf(type, (Array.isArray(v) ? v[0] : v) as never);
-      };
-    } else {
-      sortName = Object.keys(ENTITY_BUILT_IN).find((k) => k.toLowerCase() === name.toLowerCase()) ?? '';
-      keyOf = ENTITY_BUILT_IN[sortName];
-      if (!keyOf) throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Key, DisplayName, Depth, StructureTypeKey or a custom field key.`);
-    }
-  }
-  const by = keyOf;
-  return paginateLoaded({ list: 'subjectStructuralEntity', sortName, items: entities, position: (e) => ({ v: by(e), i: e.key }), args });
+  const [entities, order] = await Promise.all([locationsLoader(ctx).load(subject.id), entityOrder(ctx, args.orderBy)]);
+  return paginateLoaded({
+    list: 'subjectStructuralEntity',
+    sortName: order.sort.name,
+    items: entities,
+    position: (e) => ({ v: order.memoryKey(e), i: e.key }),
+    args,
+  });
 }
 
 SubjectRef.implement({
@@ -132,9 +111,10 @@ function subjectSort(config: SubjectConfig, orderBy: string | null | undefined, 
   const id = { id: sql.ref('s.id'), idType: 'uuid' as const };
   if (!orderBy && searchTerm) {
     // Best first as an ascending order: the negated score.
-    return { sort: { name: '~relevance', value: sql`(0 - ${searchScore(searchTerm)})`, type: 'double precision', nullable: false, ...id } };
+    return { sort: { name: '~relevance', value: sql`(0 - m.score)`, type: 'double precision', nullable: false, ...id } };
   }
-  const name = orderBy ?? 'ExternalId';
+  // D6 default: ExternalId; a tenant without an ExternalId field orders by Id.
+  const name = orderBy ?? (config.externalIdKey ? 'ExternalId' : 'Id');
   // Ordered through the joined index rows `o`: the tie-breaker is o.subject_id (= s.id) so that the
   // keyset row comparison (o.sort_key, o.subject_id) > (...) is a range condition on one index.
   const byField = { value: sql.ref('o.sort_key'), type: 'text' as const, nullable: false, id: sql.ref('o.subject_id'), idType: 'uuid' as const };
@@ -174,20 +154,23 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
   errors.throwIfAny();
 
   const filters: SubjectFilters = {
-    ...(input.structuralEntityKeys
-      ? { entityIds: await entityIdsForKeys(ctx.db, ctx.principal.tenantId, input.structuralEntityKeys, input.includeDescendants ?? false) }
-      : {}),
+    ...(input.structuralEntityKeys ? { entityKeys: input.structuralEntityKeys, descendants: input.includeDescendants ?? false } : {}),
     ...(values.length > 0 ? { values, match: input.customFieldValueFilter?.match ?? 'EXACT_ALL' } : {}),
     ...(searchTerm ? { searchTerm } : {}),
   };
-  let query = subjectListQuery(ctx.db, ctx.principal.tenantId, filters).selectAll('s');
+  const relevance = sort.name === '~relevance';
+  // By relevance, the matches (scored once each) drive the page; the count keeps the EXISTS form.
+  let query = subjectListQuery(ctx.db, ctx.principal.tenantId, relevance ? { ...filters, searchTerm: undefined } : filters).selectAll('s');
+  if (relevance) {
+    query = query.innerJoin(searchMatches(ctx.db, ctx.principal.tenantId, searchTerm!).as('m'), (j) => j.onRef('m.subject_id', '=', 's.id')) as unknown as typeof query;
+  }
   if (orderField) {
     query = query.innerJoin('subject_value as o', (j) =>
       j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', orderField).on('o.ordinal', '=', 0),
     ) as unknown as typeof query;
   }
   // A relevance cursor fits only the term that produced it.
-  const list = searchTerm && sort.name === '~relevance' ? `subject~${searchTerm}` : 'subject';
+  const list = relevance ? `subject~${searchTerm}` : 'subject';
   return paginate<SubjectRow>({ list, query, count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters), sort, args });
 }
 

@@ -1,10 +1,11 @@
+import { createHash } from 'node:crypto';
 import { type StoredValue, parseSentValues } from '../../custom-fields.js';
 import { type Db, type SubjectRow, inTransaction, isUniqueViolation } from '../../db.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../errors.js';
 import { type Principal, requirePermission } from '../auth/permissions.js';
 import { findStructureTypes } from '../structural-entity/structural-entity.repository.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
-import { existingUserIds } from '../user/user.repository.js';
+import { reportUnknownUsers } from '../user/user.repository.js';
 import { firstText } from './subject-values.js';
 import {
   type SubjectConfig,
@@ -29,8 +30,7 @@ const NOT_FOUND = 'No subject has this id.';
 /** Parses sent values against the tenant's subject fields, checking UserIdentifier values exist. */
 async function parseValues(db: Db, tenantId: string, config: SubjectConfig, items: readonly SentValue[], base: string, errors: ErrorCollector) {
   const parsed = parseSentValues(items, config.byKey, base, errors);
-  const known = await existingUserIds(db, tenantId, parsed.userRefs.map((r) => r.userId));
-  for (const r of parsed.userRefs) if (!known.has(r.userId)) errors.add(r.path, `Unknown user '${r.userId}'.`);
+  await reportUnknownUsers(db, tenantId, parsed.userRefs, errors);
   return parsed.values;
 }
 
@@ -48,7 +48,8 @@ function identity(config: SubjectConfig, values: Record<string, unknown>) {
   const text = (key: string) => firstText(config.byKey.get(key)!.dataType, values[key]);
   return {
     external_id: config.externalIdKey ? text(config.externalIdKey) : null,
-    matching_key: JSON.stringify(config.matchingKeys.map((k) => values[k] ?? null)),
+    // A digest: the values can be long, and a btree entry cannot (unique constraint).
+    matching_key: createHash('sha256').update(JSON.stringify(config.matchingKeys.map((k) => values[k] ?? null))).digest('hex'),
   };
 }
 
@@ -93,8 +94,11 @@ export async function upsertSubject(db: Db, principal: Principal, input: UpsertS
   return write(db, async (trx) => {
     const errors = new ErrorCollector();
     const changes = await parseValues(trx, tenantId, config, input.customFieldValues, 'customFieldValues', errors);
+    // Without matching fields every subject would match every other one (D7 needs them to identify).
+    if (config.matchingKeys.length === 0) throw new ConflictError('The tenant has no subject matching fields configured.');
     for (const k of config.matchingKeys) {
-      if (!changes.has(k) && !errors.errors[`customFieldValues`]) errors.add('customFieldValues', `The matching field '${k}' is required.`);
+      // A matching field sent with a bad value is already reported where it was sent.
+      if (!input.customFieldValues.some((v) => v.key === k)) errors.add('customFieldValues', `The matching field '${k}' is required.`);
       else if (changes.get(k) === null) errors.add('customFieldValues', `The matching field '${k}' cannot be null.`);
     }
     errors.throwIfAny();

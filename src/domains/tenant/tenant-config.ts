@@ -2,9 +2,9 @@ import { z } from 'zod';
 import { DATA_TYPES } from '../../custom-fields.js';
 import type { DataTypeName } from '../../db.js';
 import { PERMISSIONS, SCOPES } from '../auth/permissions.js';
-import { SECRET_HASH_PATTERN } from '../auth/secrets.js';
+import { isSecretHash } from '../auth/secrets.js';
 
-const key = z.string().min(1, 'must not be empty').max(256, 'must be at most 256 characters');
+const key = z.string().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
 const dataType = z.enum(DATA_TYPES as [DataTypeName, ...DataTypeName[]]);
 
 const subjectField = z.strictObject({
@@ -22,7 +22,7 @@ const client = z
   .strictObject({
     clientId: z.string().min(1).max(200),
     clientSecret: z.string().min(8, 'must be at least 8 characters').optional(),
-    clientSecretHash: z.string().regex(SECRET_HASH_PATTERN, 'must be a scrypt$N$r$p$salt$hash string').optional(),
+    clientSecretHash: z.string().refine(isSecretHash, 'must be a scrypt$N$r$p$salt$hash string (N a power of two, 1024 to 2^20)').optional(),
     scopes: z.array(z.enum(SCOPES)).min(1),
     permissions: z.array(z.union([z.enum(PERMISSIONS), z.literal('*')])),
   })
@@ -38,7 +38,7 @@ const tenant = z.strictObject({
   name: z.string().min(1),
   clients: z.array(client).default([]),
   subjectFields: z.array(subjectField).default([]),
-  matchingFieldKeys: z.array(key).optional(),
+  matchingFieldKeys: z.array(key).min(1, 'at least one matching field identifies a subject').optional(),
   externalIdFieldKey: key.optional(),
   structureTypes: z
     .array(z.strictObject({ key, name: z.string().min(1), subjectAssignable: z.boolean().default(true), customFields: z.array(structureField).default([]) }))

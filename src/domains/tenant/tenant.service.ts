@@ -1,5 +1,5 @@
-import { sql } from 'kysely';
-import type { Db } from '../../db.js';
+import { type SqlBool, sql } from 'kysely';
+import { type Db, inTransaction } from '../../db.js';
 import { ConflictError, ValidationError } from '../../errors.js';
 import { hashSecret, verifySecret } from '../auth/secrets.js';
 import type { SecretBox } from '../data/secret-box.js';
@@ -82,7 +82,7 @@ export async function applyTenantFile(db: Db, secrets: SecretBox, doc: unknown):
   const { file, problems } = await validateTenantFile(db, doc);
   if (!file || problems.length > 0) throw new TenantConfigError(problems);
   await secrets.ready();
-  await db.transaction().execute(async (trx) => {
+  await inTransaction(db, async (trx) => {
     for (const [i, t] of file.tenants.entries()) await applyTenant(trx, secrets, t, `tenants[${i}]`);
   });
   return { tenantKeys: file.tenants.map((t) => t.key) };
@@ -178,7 +178,23 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
     }
   }
 
-  for (const st of t.structureTypes) {
+  for (const [si, st] of t.structureTypes.entries()) {
+    // Stored entity values are typed by their field: a field holding values keeps its data type.
+    const oldFields = await db.selectFrom('structure_type_field').select(['key', 'data_type']).where('tenant_id', '=', tenantId).where('structure_type_key', '=', st.key).execute();
+    for (const [fi, f] of st.customFields.entries()) {
+      const old = oldFields.find((o) => o.key === f.key);
+      if (old && old.data_type !== f.dataType) {
+        const held = await db
+          .selectFrom('structural_entity')
+          .select('id')
+          .where('tenant_id', '=', tenantId)
+          .where('structure_type_key', '=', st.key)
+          .where(sql<SqlBool>`custom_values ? ${f.key}`)
+          .limit(1)
+          .execute();
+        if (held.length > 0) problem(`structureTypes[${si}].customFields[${fi}].dataType`, `entities hold values of '${f.key}': its data type cannot change`);
+      }
+    }
     await db
       .insertInto('structure_type')
       .values({ tenant_id: tenantId, key: st.key, name: st.name, subject_assignable: st.subjectAssignable })
@@ -186,7 +202,8 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
         oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({ name: eb.ref('excluded.name'), subject_assignable: eb.ref('excluded.subject_assignable') })),
       )
       .execute();
-    // The file's field list is the type's definition; stored values of a dropped field are kept but hidden.
+    // The file's field list is the type's definition. Stored values of a dropped field stay in the row,
+    // unread; a field re-added later with the same key and data type shows them again.
     await db.deleteFrom('structure_type_field').where('tenant_id', '=', tenantId).where('structure_type_key', '=', st.key).execute();
     if (st.customFields.length > 0) {
       await db
