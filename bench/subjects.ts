@@ -16,7 +16,7 @@ import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { type DatabaseHandle, migrateToLatest, openDatabase } from '../src/db.js';
 import { SecretBox } from '../src/domains/data/secret-box.js';
-import { valueRows } from '../src/domains/subject/subject-values.js';
+import { matchingKeyOf, valueRows } from '../src/domains/subject/subject-values.js';
 import { loadSubjectConfig } from '../src/domains/subject/subject.repository.js';
 import { applyTenantFile } from '../src/domains/tenant/tenant.service.js';
 
@@ -91,7 +91,7 @@ async function seed(handle: DatabaseHandle): Promise<string> {
         hired: `20${String(10 + (i % 15)).padStart(2, '0')}-0${1 + (i % 9)}-1${i % 9}`,
         skills: [`skill-${i % 13}`, `skill-${i % 17}`],
       };
-      return { tenant_id: tenant.id, external_id: employeeNumber, matching_key: JSON.stringify([employeeNumber]), values: JSON.stringify(values) as never };
+      return { tenant_id: tenant.id, external_id: employeeNumber, matching_key: matchingKeyOf(config.matchingKeys, values), values };
     });
     await db.transaction().execute(async (trx) => {
       const inserted = await trx.insertInto('subject').values(subjects).returning(['id', 'values']).execute();

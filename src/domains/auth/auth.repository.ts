@@ -30,7 +30,7 @@ export async function findActiveKey(db: Db): Promise<SigningKey | undefined> {
 export async function insertActiveKey(db: Db, key: { kid: string; alg: string; private_jwk: unknown; public_jwk: unknown }): Promise<boolean> {
   const r = await db
     .insertInto('signing_key')
-    .values({ ...key, private_jwk: JSON.stringify(key.private_jwk), public_jwk: JSON.stringify(key.public_jwk), retired_at: null })
+    .values({ ...key, retired_at: null })
     .onConflict((oc) => oc.expression(sql`(true)`).where('retired_at', 'is', null).doNothing())
     .executeTakeFirst();
   return Number(r.numInsertedOrUpdatedRows ?? 0) > 0;

@@ -100,7 +100,7 @@ export async function insertEntity(db: Db, tenantId: string, e: EntityWrite, par
       structure_type_key: e.structure_type_key,
       parent_key: parent?.key ?? null,
       path: parent ? [...parent.path, parent.id] : [],
-      custom_values: JSON.stringify(e.custom_values) as unknown as Record<string, unknown>,
+      custom_values: e.custom_values, // node-postgres sends a plain object as JSON
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -112,7 +112,7 @@ export async function updateEntity(db: Db, tenantId: string, id: string, e: Enti
     .set({
       display_name: e.display_name,
       structure_type_key: e.structure_type_key,
-      custom_values: JSON.stringify(e.custom_values) as unknown as Record<string, unknown>,
+      custom_values: e.custom_values, // node-postgres sends a plain object as JSON
       updated_at: sql<Date>`now()`,
     })
     .where('tenant_id', '=', tenantId)

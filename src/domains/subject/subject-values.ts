@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { type FieldDef, type Scalar, type StoredValue, readTyped, sortKeyOf, valueText } from '../../custom-fields.js';
 import type { DataTypeName, NewSubjectValue } from '../../db.js';
 
@@ -63,4 +64,12 @@ export function firstText(type: DataTypeName, v: unknown): string | null {
   if (v === undefined || v === null) return null;
   const first = Array.isArray(v) ? v[0] : v;
   return first === undefined ? null : valueText(type, first as Scalar);
+}
+
+/**
+ * The unique matching key of a subject (D7): a digest of its matching fields' canonical values, in the
+ * configured order (a digest because the values can be longer than a btree entry may be).
+ */
+export function matchingKeyOf(matchingKeys: readonly string[], values: Record<string, unknown>): string {
+  return createHash('sha256').update(JSON.stringify(matchingKeys.map((k) => values[k] ?? null))).digest('hex');
 }

@@ -57,7 +57,7 @@ export interface SubjectWrite {
 export async function insertSubject(db: Db, tenantId: string, s: SubjectWrite): Promise<SubjectRow | undefined> {
   return db
     .insertInto('subject')
-    .values({ tenant_id: tenantId, external_id: s.external_id, matching_key: s.matching_key, values: JSON.stringify(s.values) as never })
+    .values({ tenant_id: tenantId, external_id: s.external_id, matching_key: s.matching_key, values: s.values })
     .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
     .returningAll()
     .executeTakeFirst();
@@ -66,7 +66,7 @@ export async function insertSubject(db: Db, tenantId: string, s: SubjectWrite): 
 export async function updateSubjectRow(db: Db, tenantId: string, id: string, s: SubjectWrite): Promise<SubjectRow> {
   return db
     .updateTable('subject')
-    .set({ external_id: s.external_id, matching_key: s.matching_key, values: JSON.stringify(s.values) as never, updated_at: sql<Date>`now()` })
+    .set({ external_id: s.external_id, matching_key: s.matching_key, values: s.values, updated_at: sql<Date>`now()` })
     .where('tenant_id', '=', tenantId)
     .where('id', '=', id)
     .returningAll()

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { type StoredValue, parseSentValues } from '../../custom-fields.js';
 import { type Db, type SubjectRow, inTransaction, isUniqueViolation } from '../../db.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../errors.js';
@@ -6,7 +5,7 @@ import { type Principal, requirePermission } from '../auth/permissions.js';
 import { findStructureTypes } from '../structural-entity/structural-entity.repository.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { reportUnknownUsers } from '../user/user.repository.js';
-import { firstText } from './subject-values.js';
+import { firstText, matchingKeyOf } from './subject-values.js';
 import {
   type SubjectConfig,
   addLocations,
@@ -48,8 +47,7 @@ function identity(config: SubjectConfig, values: Record<string, unknown>) {
   const text = (key: string) => firstText(config.byKey.get(key)!.dataType, values[key]);
   return {
     external_id: config.externalIdKey ? text(config.externalIdKey) : null,
-    // A digest: the values can be long, and a btree entry cannot (unique constraint).
-    matching_key: createHash('sha256').update(JSON.stringify(config.matchingKeys.map((k) => values[k] ?? null))).digest('hex'),
+    matching_key: matchingKeyOf(config.matchingKeys, values),
   };
 }
 

@@ -159,15 +159,8 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       )
       .execute();
   }
-  const subjectFieldKeys = new Set(
-    (await db.selectFrom('subject_field').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key),
-  );
-  tenant.matching_field_keys.forEach((k, i) => {
-    if (!subjectFieldKeys.has(k)) problem(`matchingFieldKeys[${i}]`, `unknown subject field '${k}'`);
-  });
-  if (tenant.external_id_field_key && !subjectFieldKeys.has(tenant.external_id_field_key)) {
-    problem('externalIdFieldKey', `unknown subject field '${tenant.external_id_field_key}'`);
-  }
+  // References to keys (fields, types, parents, groups, sources) were checked before the transaction
+  // (validateTenantFile); what remains here are the rules that need the stored data.
   if (problems.length === 0 && (await subjectConfigSignature(db, tenantId)).signature !== before.signature) {
     try {
       await reindexSubjects(db, tenantId);
@@ -236,16 +229,12 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       .execute();
   }
 
-  // Parents before children, so each entity's parent exists when it is upserted.
+  // Parents before children, so each entity's parent exists when it is upserted (cycles were rejected).
   const inFile = new Map(t.structuralEntities.map((e, i) => [e.key, i]));
   const order: number[] = [];
   const state = new Map<number, 'visiting' | 'done'>();
   const visit = (i: number): void => {
-    if (state.get(i) === 'done') return;
-    if (state.get(i) === 'visiting') {
-      problem(`structuralEntities[${i}].parentKey`, 'the parent keys in the file form a cycle');
-      return;
-    }
+    if (state.has(i)) return;
     state.set(i, 'visiting');
     const parent = t.structuralEntities[i]!.parentKey;
     if (parent && inFile.has(parent)) visit(inFile.get(parent)!);
@@ -275,16 +264,13 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
         ? []
         : (await db.selectFrom('structural_entity').select(['key', 'id']).where('tenant_id', '=', tenantId).where('key', 'in', keys).execute()).map((r) => [r.key, r.id]),
     );
-  for (const [gi, g] of t.groups.entries()) {
+  for (const g of t.groups) {
     await db
       .insertInto('user_group')
       .values({ tenant_id: tenantId, key: g.key, name: g.name })
       .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({ name: eb.ref('excluded.name') })))
       .execute();
     const ids = await entityIds(g.structuralEntityKeys);
-    g.structuralEntityKeys.forEach((k, i) => {
-      if (!ids.has(k)) problem(`groups[${gi}].structuralEntityKeys[${i}]`, `unknown structural entity '${k}'`);
-    });
     await db.deleteFrom('user_group_structural_entity').where('tenant_id', '=', tenantId).where('group_key', '=', g.key).execute();
     if (ids.size > 0) {
       await db
@@ -294,26 +280,15 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
     }
   }
 
-  const groupKeys = new Set((await db.selectFrom('user_group').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key));
-  for (const [ui, u] of t.users.entries()) {
+  for (const u of t.users) {
     await db.deleteFrom('app_user_group').where('tenant_id', '=', tenantId).where('user_id', '=', u.id).execute();
-    const known = u.groupKeys.filter((k, i) => {
-      if (!groupKeys.has(k)) problem(`users[${ui}].groupKeys[${i}]`, `unknown group '${k}'`);
-      return groupKeys.has(k);
-    });
-    if (known.length > 0) {
-      await db.insertInto('app_user_group').values([...new Set(known)].map((k) => ({ tenant_id: tenantId, user_id: u.id, group_key: k }))).execute();
+    if (u.groupKeys.length > 0) {
+      await db.insertInto('app_user_group').values([...new Set(u.groupKeys)].map((k) => ({ tenant_id: tenantId, user_id: u.id, group_key: k }))).execute();
     }
   }
 
   if (t.portal) {
     const p = t.portal;
-    const check = (k: string | undefined, path: string) => {
-      if (k !== undefined && !subjectFieldKeys.has(k)) problem(path, `unknown subject field '${k}'`);
-    };
-    check(p.emailFieldKey, 'portal.emailFieldKey');
-    check(p.displayNameFieldKey, 'portal.displayNameFieldKey');
-    p.invitationFieldKeys.forEach((k, i) => check(k, `portal.invitationFieldKeys[${i}]`));
     const row = {
       tenant_id: tenantId,
       self_access_enabled: p.selfAccessEnabled,
@@ -348,13 +323,8 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet(row))
       .execute();
   }
-  const sourceKeys = new Set((await db.selectFrom('data_source').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key));
-  for (const [xi, x] of t.dataExtracts.entries()) {
-    if (!sourceKeys.has(x.dataSourceKey)) {
-      problem(`dataExtracts[${xi}].dataSourceKey`, `unknown data source '${x.dataSourceKey}'`);
-      continue;
-    }
-    const row = { tenant_id: tenantId, key: x.key, name: x.name, data_source_key: x.dataSourceKey, options: JSON.stringify(x.options) };
+  for (const x of t.dataExtracts) {
+    const row = { tenant_id: tenantId, key: x.key, name: x.name, data_source_key: x.dataSourceKey, options: x.options };
     await db
       .insertInto('data_extract')
       .values(row)
