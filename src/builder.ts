@@ -5,7 +5,7 @@ import DataloaderPlugin from '@pothos/plugin-dataloader';
 import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import type { Context } from './context.js';
-import { type Permission, hasPermission, requireNodePermission } from './domains/auth/permissions.js';
+import { type Permission, hasPermission, isNodeType, requireNodePermission } from './domains/auth/permissions.js';
 import { ForbiddenError } from './errors.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paging.js';
 
@@ -52,15 +52,20 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
     edgesFieldOptions: { nullable: false },
     nodeFieldOptions: { nullable: false },
     nodeQueryOptions: {
+      // A global id of a type that is not a node answers like an unknown id: null.
       resolve: (_root, { id }, ctx, _info, resolveNode) => {
+        if (!isNodeType(id.typename)) return null;
         requireNodePermission(ctx.principal, id.typename);
         return resolveNode(id);
       },
     },
     nodesQueryOptions: {
-      // A forbidden id fails only its own item (an Error as a list item), never the whole list.
-      resolve: async (_root, { ids }, ctx, _info, resolveNodes) => {
+      // Per item: an id of no node type is null, a forbidden one an error at that item (an Error as a
+      // list item), never a failure of the whole list.
+      resolve: async (_root, args, ctx, _info, resolveNodes) => {
+        const { ids } = args;
         const denied = ids.map((id) => {
+          if (!isNodeType(id.typename)) return null;
           try {
             requireNodePermission(ctx.principal, id.typename);
             return undefined;
@@ -68,10 +73,12 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
             return e as Error;
           }
         });
-        const allowed = ids.filter((_, i) => !denied[i]);
-        const resolved = await resolveNodes(allowed);
+        const allowed = ids.filter((_, i) => denied[i] === undefined);
+        // Pothos's resolveNodes ignores its argument and loads `args.ids`: narrow that instead.
+        args.ids = allowed;
+        const resolved = allowed.length > 0 ? await resolveNodes(allowed) : [];
         let next = 0;
-        return ids.map((_, i) => denied[i] ?? resolved[next++]);
+        return ids.map((_, i) => (denied[i] === undefined ? resolved[next++] : denied[i]));
       },
     },
   },
@@ -79,9 +86,3 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
 
 builder.queryType({});
 builder.mutationType({});
-
-builder.scalarType('JSON', {
-  description: 'Any JSON value.',
-  serialize: (v) => v,
-  parseValue: (v) => v,
-});

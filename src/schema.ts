@@ -1,5 +1,6 @@
 import { lexicographicSortSchema, printSchema } from 'graphql';
 import { builder } from './builder.js';
+import './scalars.js';
 import './connections.js';
 import './custom-fields.schema.js';
 import './domains/structural-entity/structural-entity.schema.js';

@@ -133,3 +133,22 @@ describe('tenant configuration edges (D3, D7)', () => {
     expectValidation(await api.delete(`/api/v1/subject/${id}/structuralEntities`), 'keys');
   });
 });
+
+describe('nodes(ids) with a forbidden item (D4, D11)', () => {
+  it('fails only that item; the next item is its own node, not a neighbour\'s', async () => {
+    const t = await createTenant(app, {
+      clients: [FULL_CLIENT, { clientId: 'viewer', clientSecret: 'viewer-secret', scopes: ['ServiceApi'], permissions: ['View:StructuralEntity'] }],
+      structuralEntities: [{ key: 'root', displayName: 'Root', structureTypeKey: 'company' }],
+    });
+    const full = await t.client();
+    const subjectId = (await full.post('/api/v2/messaging/subject', person('N-1'))).body.internalId;
+    const subjectGid = Buffer.from(`Subject:${subjectId}`).toString('base64');
+    const entityGid = Buffer.from('StructuralEntity:root').toString('base64');
+    const viewer = await t.client({ clientId: 'viewer', clientSecret: 'viewer-secret' });
+    const res = await viewer.gql('query($ids: [ID!]!) { nodes(ids: $ids) { id ... on StructuralEntity { key } ... on Subject { externalId } } }', { ids: [subjectGid, entityGid] });
+    expect(res.status).toBe(200);
+    expect(res.body.data.nodes).toEqual([null, { id: entityGid, key: 'root' }]);
+    expect(res.body.errors).toHaveLength(1);
+    expect(res.body.errors[0]).toMatchObject({ path: ['nodes', 0], extensions: { code: 'FORBIDDEN' } });
+  });
+});

@@ -194,3 +194,12 @@ describe('D11 cost limit with variables', () => {
     expect(small.body.data.structuralEntities.edges.length).toBe(2);
   });
 });
+
+describe('D11 global ids of no node type', () => {
+  it('answer null in node and nodes, like an unknown id, and the rest of the query is answered', async () => {
+    const foreign = Buffer.from('Foo:1').toString('base64');
+    const res = await api.gql('query($id: ID!) { node(id: $id) { id } nodes(ids: [$id]) { id } structuralEntity(key: "root") { key } }', { id: foreign });
+    expect(res.body.errors).toBeUndefined();
+    expect(res.body.data).toEqual({ node: null, nodes: [null], structuralEntity: { key: 'root' } });
+  });
+});

@@ -41,6 +41,11 @@ export const NODE_VIEW_PERMISSION: Record<string, Permission> = {
   DataExtract: 'View:DataExtract',
 };
 
+/** Whether `typename` is a Node type (the keys above): other global ids name nothing. */
+export function isNodeType(typename: string): boolean {
+  return Object.hasOwn(NODE_VIEW_PERMISSION, typename);
+}
+
 /** Throws FORBIDDEN unless the principal may view nodes of `typename`. */
 export function requireNodePermission(principal: Principal, typename: string): void {
   const p = NODE_VIEW_PERMISSION[typename];
