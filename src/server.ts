@@ -106,6 +106,8 @@ function printDemo(url: string, d: DemoClient) {
       '',
       'Get a token and list subjects:',
       `  TOKEN=$(${token} | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token') && curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v2/subject`,
+      'Then, with the same token, the structural entities:',
+      `  curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v1/structuralEntity`,
       '',
     ].join('\n'),
   );

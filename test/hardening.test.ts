@@ -149,6 +149,6 @@ describe('nodes(ids) with a forbidden item (D4, D11)', () => {
     expect(res.status).toBe(200);
     expect(res.body.data.nodes).toEqual([null, { id: entityGid, key: 'root' }]);
     expect(res.body.errors).toHaveLength(1);
-    expect(res.body.errors[0]).toMatchObject({ path: ['nodes', 0], extensions: { code: 'FORBIDDEN' } });
+    expect(res.body.errors![0]).toMatchObject({ path: ['nodes', 0], extensions: { code: 'FORBIDDEN' } });
   });
 });

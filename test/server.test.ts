@@ -49,7 +49,7 @@ describe('npm start on an empty embedded database (D1)', () => {
     child.stderr!.on('data', (d: Buffer) => (stdout += d.toString()));
     exit = new Promise((r) => child.on('exit', (code) => r(code)));
     const deadline = Date.now() + 50_000;
-    while (!stdout.includes('Get a token and list subjects')) {
+    while (!stdout.includes('Then, with the same token, the structural entities')) {
       if (Date.now() > deadline || child.exitCode !== null) throw new Error(`server did not start:\n${stdout}`);
       await new Promise((r) => setTimeout(r, 200));
     }
@@ -60,11 +60,16 @@ describe('npm start on an empty embedded database (D1)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('prints a curl that gets a token and lists the demo subjects', async () => {
-    const line = stdout.split('\n').find((l) => l.trim().startsWith('TOKEN=$('));
+  it('prints a curl that gets a token and lists the demo subjects, then one for the structural entities', async () => {
+    const lines = stdout.split('\n').map((l) => l.trim());
+    const line = lines.find((l) => l.startsWith('TOKEN=$('));
+    const entities = lines.find((l) => l.endsWith('/api/v1/structuralEntity'));
     expect(line).toBeDefined();
-    const { stdout: out } = await run('bash', ['-c', line!.trim()]);
-    const page = JSON.parse(out);
+    expect(entities).toBeDefined();
+    const { stdout: both } = await run('bash', ['-c', `${line!} && echo && ${entities!}`]);
+    const [out, entityOut] = both.split('\n');
+    expect(JSON.parse(entityOut!).Edges.map((e: { Node: { Key: string } }) => e.Node.Key)).toContain('acme');
+    const page = JSON.parse(out!);
     expect(page.PageInfo.TotalCount).toBe(3);
     expect(page.Edges.map((e: { Node: { ExternalId: string } }) => e.Node.ExternalId)).toEqual(['E-1001', 'E-1002', 'E-1003']);
   });
