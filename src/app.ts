@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createComplexityRule } from '@pothos/plugin-complexity';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { GraphQLError } from 'graphql';
+import { GraphQLError, Kind, type SelectionNode, type ValidationRule } from 'graphql';
 import { type Plugin, createYoga, maskError } from 'graphql-yoga';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
@@ -32,6 +32,7 @@ const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 function queryLimits(maxDepth: number, maxCost: number, maxBreadth: number): Plugin {
   return {
     onValidate({ addValidationRule, context }) {
+      addValidationRule(introspectionFanOut);
       const params = (context as { params?: { variables?: Record<string, unknown>; operationName?: string } }).params;
       addValidationRule(
         createComplexityRule({
@@ -48,6 +49,30 @@ function queryLimits(maxDepth: number, maxCost: number, maxBreadth: number): Plu
     },
   };
 }
+
+/** Introspection costs 1 to the complexity rule: at most two root `__schema`/`__type` fields. */
+const MAX_INTROSPECTION_FIELDS = 2;
+const introspectionFanOut: ValidationRule = (context) => ({
+  OperationDefinition(operation) {
+    let count = 0;
+    const seen = new Set<string>();
+    const visit = (selections: readonly SelectionNode[]) => {
+      for (const s of selections) {
+        if (s.kind === Kind.FIELD) count += s.name.value === '__schema' || s.name.value === '__type' ? 1 : 0;
+        else if (s.kind === Kind.INLINE_FRAGMENT) visit(s.selectionSet.selections);
+        else if (!seen.has(s.name.value)) {
+          seen.add(s.name.value);
+          const fragment = context.getFragment(s.name.value);
+          if (fragment) visit(fragment.selectionSet.selections);
+        }
+      }
+    };
+    visit(operation.selectionSet.selections);
+    if (count > MAX_INTROSPECTION_FIELDS) {
+      context.reportError(new GraphQLError(`The query has ${count} introspection fields, more than the limit of ${MAX_INTROSPECTION_FIELDS} (breadth).`));
+    }
+  },
+});
 
 /**
  * Expected errors carry `extensions.http.status` for the REST mapping, but Yoga would answer a whole

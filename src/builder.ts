@@ -1,13 +1,14 @@
 import SchemaBuilder from '@pothos/core';
 import ComplexityPlugin from '@pothos/plugin-complexity';
-import { getNamedType } from 'graphql';
 import DataloaderPlugin from '@pothos/plugin-dataloader';
 import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import type { Context } from './context.js';
 import { type Permission, hasPermission, isNodeType, requireNodePermission } from './domains/auth/permissions.js';
-import { ForbiddenError } from './errors.js';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paging.js';
+import { ForbiddenError, ValidationError } from './errors.js';
+
+/** nodes(ids) takes at most this many ids (its cost counts them all). */
+export const MAX_NODE_IDS = 100;
 
 /** The schema's type parameters, exported for helpers that take Pothos builders of this schema. */
 export interface SchemaTypeParams {
@@ -37,15 +38,10 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
     // D4: a missing permission is a FORBIDDEN error on that field only.
     unauthorizedError: (_parent, _ctx, _info, result) => new ForbiddenError(result.message),
   },
-  // Cost of a query (limited per request in app.ts): every field costs 1, and a connection multiplies
-  // its selection by the page it will load (first/last, from literals or variables; D6 default 20).
-  complexity: {
-    fieldComplexity: (args, _ctx, field) => {
-      if (!getNamedType(field.type).name.endsWith('Connection')) return { field: 1, multiplier: 1 };
-      const size = Number(args['first'] ?? args['last'] ?? DEFAULT_PAGE_SIZE);
-      return { field: 1, multiplier: Number.isFinite(size) ? Math.min(Math.max(size, 1), MAX_PAGE_SIZE) : MAX_PAGE_SIZE };
-    },
-  },
+  // Cost of a query (limited per request in app.ts): every field costs 1; connections multiply their
+  // selection by their page size (connections.ts). Numbers, not functions, elsewhere: a function makes the
+  // rule decode a field's arguments during validation (a bad global id would then fail the whole request).
+  complexity: { defaultComplexity: 1, defaultListMultiplier: 1 },
   relay: {
     clientMutationId: 'omit',
     cursorType: 'String',
@@ -60,10 +56,13 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
       },
     },
     nodesQueryOptions: {
+      description: `Nodes by global id, at most ${MAX_NODE_IDS}.`,
+      complexity: { field: 1, multiplier: MAX_NODE_IDS },
       // Per item: an id of no node type is null, a forbidden one an error at that item (an Error as a
       // list item), never a failure of the whole list.
       resolve: async (_root, args, ctx, _info, resolveNodes) => {
         const { ids } = args;
+        if (ids.length > MAX_NODE_IDS) throw ValidationError.at('ids', `At most ${MAX_NODE_IDS} ids.`);
         const denied = ids.map((id) => {
           if (!isNodeType(id.typename)) return null;
           try {

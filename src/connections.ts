@@ -1,5 +1,6 @@
 import type { ArgBuilder } from '@pothos/core';
 import { type Types, builder } from './builder.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paging.js';
 
 export const OrderDirectionEnum = builder.enumType('OrderDirection', {
   values: { ASCENDING: { value: 'ASCENDING' }, DESCENDING: { value: 'DESCENDING' } } as const,
@@ -8,6 +9,15 @@ export const OrderDirectionEnum = builder.enumType('OrderDirection', {
 builder.globalConnectionField('totalCount', (t) =>
   t.int({ description: 'Items matching the filters, whatever the cursors and page size.', resolve: (c) => c.totalCount() }),
 );
+
+/**
+ * The cost of a connection (D11 limits): its selection counts once per item of the page it will load,
+ * `first`/`last` from literals or variables, D6's default 20 when neither is given.
+ */
+export function pageComplexity(args: { first?: number | null; last?: number | null }) {
+  const size = Number(args.first ?? args.last ?? DEFAULT_PAGE_SIZE);
+  return { field: 1, multiplier: Number.isFinite(size) ? Math.min(Math.max(size, 1), MAX_PAGE_SIZE) : MAX_PAGE_SIZE };
+}
 
 /** The ordering arguments every connection adds to Relay's first/after/last/before (D11). */
 export function orderArgs(arg: ArgBuilder<Types>) {

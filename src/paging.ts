@@ -74,8 +74,11 @@ function fitsType(type: SortSqlType, v: string): boolean {
       return /^-?\d{1,19}$/.test(v) && BigInt(v) >= -(2n ** 63n) && BigInt(v) < 2n ** 63n;
     case 'numeric':
       return v === 'NaN' || /^-?\d{1,1000}(?:\.\d{1,1000})?$/.test(v);
-    case 'double precision':
-      return /^-?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i.test(v) && Number.isFinite(Number(v));
+    case 'double precision': {
+      // Within float8's range: '1e-400' is 0 to JavaScript but out of range to PostgreSQL.
+      const n = Number(v);
+      return /^-?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i.test(v) && Number.isFinite(n) && (n === 0 ? !/[1-9]/.test(v.split(/e/i)[0]!) : Math.abs(n) >= 1e-307);
+    }
     case 'uuid':
       return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v);
     case 'boolean':

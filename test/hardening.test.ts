@@ -152,3 +152,62 @@ describe('nodes(ids) with a forbidden item (D4, D11)', () => {
     expect(res.body.errors![0]).toMatchObject({ path: ['nodes', 0], extensions: { code: 'FORBIDDEN' } });
   });
 });
+
+describe('second review: GraphQL limits and ids (D4, D11, P28, P29)', () => {
+  it('a malformed global id fails only its own field; the rest of the query is answered', async () => {
+    const api = await (await createTenant(app, { structuralEntities: [{ key: 'root', displayName: 'Root', structureTypeKey: 'company' }] })).client();
+    const res = await api.gql('{ a: node(id: "garbage") { id } b: structuralEntities(first: 1) { totalCount } }');
+    expect(res.status).toBe(200);
+    expect(res.body.data).toEqual({ a: null, b: { totalCount: 1 } });
+    expect(res.body.errors!.map((e: any) => e.path)).toEqual([['a']]);
+  });
+
+  it('nodes(ids) takes at most 100 ids (its cost counts 100): more is a BAD_REQUEST on that field', async () => {
+    const api = await (await createTenant(app)).client();
+    const ids = Array.from({ length: 101 }, (_, i) => Buffer.from(`StructuralEntity:k${i}`).toString('base64'));
+    const res = await api.gql('query($ids: [ID!]!) { nodes(ids: $ids) { id } }', { ids });
+    // nodes is [Node]! (Relay), so its error nulls the data.
+    expect(res.body.data).toBeNull();
+    expect(res.body.errors![0]).toMatchObject({ path: ['nodes'], extensions: { code: 'BAD_REQUEST' } });
+    expect((await api.gql('query($ids: [ID!]!) { nodes(ids: $ids) { id } }', { ids: ids.slice(0, 100) })).body.errors).toBeUndefined();
+  });
+
+  it('more than two introspection root fields are rejected before execution; GraphiQL\'s own introspection passes', async () => {
+    const api = await (await createTenant(app)).client();
+    const fanOut = await api.gql(`{ ${[1, 2, 3].map((i) => `a${i}: __schema { types { name fields { name } } }`).join(' ')} }`);
+    expect(fanOut.body.data).toBeUndefined();
+    expect(fanOut.body.errors![0]!.message).toMatch(/introspection/);
+    const { getIntrospectionQuery } = await import('graphql');
+    const full = await api.gql(getIntrospectionQuery());
+    expect(full.body.errors).toBeUndefined();
+    expect(full.body.data.__schema.queryType.name).toBe('Query');
+  });
+
+  it('a relevance cursor holding a float PostgreSQL cannot read is 400 (D6)', async () => {
+    const api = await (await createTenant(app)).client();
+    const c = cursor(['subject~ann', '~relevance', '1e-400', '00000000-0000-4000-8000-000000000000']);
+    expectValidation(await api.get(`/api/v2/subject?SearchTerm=ann&After=${c}`), 'After');
+  });
+});
+
+describe('second review: configuration edges (P9, D3)', () => {
+  it('a structure type field dropped and re-added with another data type starts empty', async () => {
+    const cfg = tenantConfig({ structuralEntities: [{ key: 'd1', displayName: 'D1', structureTypeKey: 'department', customFieldValues: [{ key: 'costCenter', value: { String: { Value: 'CC-1' } } }] }] });
+    await apply({ tenants: [cfg] });
+    const department = (cfg.structureTypes as any[]).find((t) => t.key === 'department');
+    const without = { ...department, customFields: department.customFields.filter((f: any) => f.key !== 'costCenter') };
+    const readded = { ...department, customFields: [...without.customFields, { key: 'costCenter', name: 'Cost center', dataType: 'Integer' }] };
+    const others = (cfg.structureTypes as any[]).filter((t) => t.key !== 'department');
+    await apply({ tenants: [{ ...cfg, structuralEntities: [], structureTypes: [...others, without] }] });
+    await apply({ tenants: [{ ...cfg, structuralEntities: [], structureTypes: [...others, readded] }] });
+    const api = await (await createTenant(app, { key: cfg.key, structuralEntities: [], structureTypes: [...others, readded] })).client();
+    expect((await api.get('/api/v1/structuralEntity/d1')).body.CustomFieldValues).toEqual([]);
+    expect((await api.get('/api/v1/structuralEntity?OrderBy=costCenter')).status).toBe(200);
+  });
+
+  it('a clientSecretHash needing more scrypt memory than verification allows is a file error', async () => {
+    const hash = `scrypt$262144$8$1$${'A'.repeat(22)}$${'A'.repeat(43)}`;
+    const err = await apply({ tenants: [tenantConfig({ clients: [{ clientId: 'c', clientSecretHash: hash, scopes: ['ServiceApi'], permissions: [] }] })] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TenantConfigError);
+  });
+});

@@ -14,7 +14,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('tenant_id', 'uuid', (c) => c.notNull().references('tenant.id').onDelete('cascade'))
     .addColumn('id', 'uuid', (c) => c.notNull().defaultTo(sql`gen_random_uuid()`))
     .addColumn('external_id', sql`text COLLATE "C"`)
-    // The matching fields' values, canonical and JSON-encoded: unique per tenant (D7).
+    // sha256 of the matching fields' canonical values (subject-values.ts matchingKeyOf): unique per tenant (D7).
     .addColumn('matching_key', 'text', (c) => c.notNull())
     .addColumn('values', 'jsonb', (c) => c.notNull().defaultTo(sql`'{}'::jsonb`))
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))

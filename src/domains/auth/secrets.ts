@@ -11,12 +11,15 @@ const LEN = 32;
 /** Format of a stored secret: `scrypt$N$r$p$salt$hash` (base64url). Also accepted as `clientSecretHash`. */
 export const SECRET_HASH_PATTERN = /^scrypt\$(\d{1,8})\$(\d{1,2})\$(\d{1,2})\$[A-Za-z0-9_-]{16,}\$[A-Za-z0-9_-]{32,}$/;
 
-/** A stored hash whose parameters scrypt accepts within bounds (N a power of two up to 2^20, r, p small). */
+/** The memory scrypt may use when verifying; a hash needing more is not accepted as configuration. */
+const MAX_SCRYPT_MEMORY = 256 * 1024 * 1024;
+
+/** A stored hash whose parameters scrypt accepts (N a power of two from 1024, within the memory bound). */
 export function isSecretHash(s: string): boolean {
   const m = SECRET_HASH_PATTERN.exec(s);
   if (!m) return false;
   const [n, r, p] = [Number(m[1]), Number(m[2]), Number(m[3])];
-  return n >= 1024 && n <= 2 ** 20 && (n & (n - 1)) === 0 && r >= 1 && r <= 32 && p >= 1 && p <= 16;
+  return n >= 1024 && (n & (n - 1)) === 0 && r >= 1 && p >= 1 && p <= 16 && 128 * n * r + 128 * r * p <= MAX_SCRYPT_MEMORY;
 }
 
 /** Salted scrypt hash of a client secret. */
@@ -36,7 +39,7 @@ export async function verifySecret(secret: string, stored: string | undefined): 
   const [, n, r, p, salt, hash] = parts as [string, string, string, string, string, string];
   const expected = Buffer.from(hash, 'base64url');
   const actual = await scryptAsync(secret, Buffer.from(salt, 'base64url'), expected.length, {
-    N: Number(n), r: Number(r), p: Number(p), maxmem: 256 * 1024 * 1024,
+    N: Number(n), r: Number(r), p: Number(p), maxmem: MAX_SCRYPT_MEMORY,
   });
   return timingSafeEqual(actual, expected) && real;
 }

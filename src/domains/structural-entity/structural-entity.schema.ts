@@ -1,7 +1,7 @@
 import { createContextCache } from '@pothos/core';
 import { sql } from 'kysely';
 import { builder } from '../../builder.js';
-import { orderArgs } from '../../connections.js';
+import { orderArgs, pageComplexity } from '../../connections.js';
 import type { Context } from '../../context.js';
 import { type Scalar, jsonFieldSortExpr, sortKeyOf, sqlTypeOf } from '../../custom-fields.js';
 import { CustomFieldRef, CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../../custom-fields.schema.js';
@@ -56,6 +56,7 @@ StructuralEntityRef.implement({
     }),
     children: t.connection(
       {
+        complexity: pageComplexity,
         type: StructuralEntityRef,
         nullable: true,
         authScopes: { permission: 'List:StructuralEntity' },
@@ -125,6 +126,7 @@ export async function listEntities(ctx: Context, filters: EntityFilters, args: P
 builder.queryFields((t) => ({
   structuralEntities: t.connection(
     {
+      complexity: pageComplexity,
       type: StructuralEntityRef,
       nullable: true,
       authScopes: { permission: 'List:StructuralEntity' },

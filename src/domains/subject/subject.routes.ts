@@ -54,11 +54,6 @@ const RestSubjectSchema = z.object({
 });
 const RestSubjectByIdSchema = RestSubjectSchema.extend({ StructuralEntities: z.array(RestStructuralEntitySchema) });
 
-
-/**
- * D7: a `{subjectId}` path parameter is the service's UUID. GraphQL also takes a Subject's global id, so
- * anything else is answered here as an unknown subject (404) before it reaches the operation.
- */
 /**
  * REST subject ids are UUIDs only (D7); GraphQL also takes global ids. Anything else goes to the operation
  * as an id that names no subject, so it answers 404 after its permission check (403 comes first, D4).

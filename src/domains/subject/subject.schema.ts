@@ -3,7 +3,7 @@ import { decodeGlobalID } from '@pothos/plugin-relay';
 import DataLoader from 'dataloader';
 import { sql } from 'kysely';
 import { type Types, builder } from '../../builder.js';
-import { orderArgs } from '../../connections.js';
+import { orderArgs, pageComplexity } from '../../connections.js';
 import type { Context } from '../../context.js';
 import { CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../../custom-fields.schema.js';
 import type { StructuralEntityRow, SubjectRow } from '../../db.js';
@@ -80,7 +80,7 @@ SubjectRef.implement({
       resolve: async (s, _args, ctx) => customFieldValues((await subjectConfig(ctx)).fields, s.values),
     }),
     structuralEntities: t.connection(
-      { type: StructuralEntityRef, args: orderArgs(t.arg), resolve: (s, args, ctx) => subjectLocations(ctx, s, args) },
+      { type: StructuralEntityRef, complexity: pageComplexity, args: orderArgs(t.arg), resolve: (s, args, ctx) => subjectLocations(ctx, s, args) },
       StructuralEntityConnection,
     ),
   }),
@@ -183,6 +183,7 @@ const subjectFilterArgs = (arg: ArgBuilder<Types>) => ({
 builder.queryFields((t) => ({
   subjects: t.connection(
     {
+      complexity: pageComplexity,
       type: SubjectRef,
       nullable: true,
       authScopes: { permission: 'List:Subject' },
@@ -203,6 +204,7 @@ builder.queryFields((t) => ({
 builder.objectField(StructuralEntityRef, 'subjects', (t) =>
   t.connection(
     {
+      complexity: pageComplexity,
       type: SubjectRef,
       nullable: true,
       authScopes: { permission: 'List:Subject' },

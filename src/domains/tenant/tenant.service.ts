@@ -195,8 +195,8 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
         oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({ name: eb.ref('excluded.name'), subject_assignable: eb.ref('excluded.subject_assignable') })),
       )
       .execute();
-    // The file's field list is the type's definition. Stored values of a dropped field stay in the row,
-    // unread; a field re-added later with the same key and data type shows them again.
+    // The file's field list is the type's definition (P9). Values of a field it drops are removed, so a
+    // field re-added later under the same key (perhaps with another data type) starts empty.
     await db.deleteFrom('structure_type_field').where('tenant_id', '=', tenantId).where('structure_type_key', '=', st.key).execute();
     if (st.customFields.length > 0) {
       await db
@@ -215,6 +215,14 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
         )
         .execute();
     }
+    await db
+      .updateTable('structural_entity')
+      .set({
+        custom_values: sql`coalesce((SELECT jsonb_object_agg(k, v) FROM jsonb_each(custom_values) AS f(k, v) WHERE k = ANY(${st.customFields.map((f) => f.key)}::text[])), '{}'::jsonb)`,
+      })
+      .where('tenant_id', '=', tenantId)
+      .where('structure_type_key', '=', st.key)
+      .execute();
   }
 
   // Users before structural entities: an entity's UserIdentifier value may name a user of the file.
