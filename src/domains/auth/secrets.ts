@@ -9,7 +9,7 @@ const P = 1;
 const LEN = 32;
 
 /** Format of a stored secret: `scrypt$N$r$p$salt$hash` (base64url). Also accepted as `clientSecretHash`. */
-export const SECRET_HASH_PATTERN = /^scrypt\$(\d{1,8})\$(\d{1,2})\$(\d{1,2})\$[A-Za-z0-9_-]{16,}\$[A-Za-z0-9_-]{32,}$/;
+const SECRET_HASH_PATTERN = /^scrypt\$(\d{1,8})\$(\d{1,2})\$(\d{1,2})\$[A-Za-z0-9_-]{16,}\$[A-Za-z0-9_-]{32,}$/;
 
 /** The memory scrypt may use when verifying; a hash needing more is not accepted as configuration. */
 const MAX_SCRYPT_MEMORY = 256 * 1024 * 1024;

@@ -172,8 +172,6 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
     q = q.where((eb) => (f.match === 'EXACT_ANY' ? eb.or(conds(eb)) : eb.and(conds(eb))));
   }
   if (f.searchTerm) {
-    // Candidates through the trigram index; `<%` is word_similarity >= pg_trgm.word_similarity_threshold
-    // (0.3, set per connection in db.ts).
     const term = f.searchTerm;
     q = q.where((eb) =>
       eb.exists(
