@@ -118,7 +118,7 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
         updated_at: sql<Date>`now()`,
       })),
     )
-    .returning(['id', 'matching_field_keys', 'external_id_field_key'])
+    .returning('id')
     .executeTakeFirstOrThrow();
   const tenantId = tenant.id;
 
