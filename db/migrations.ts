@@ -1,6 +1,7 @@
 import type { Migration } from 'kysely';
 import * as m0001 from './migrations/0001_foundation.js';
 import * as m0002 from './migrations/0002_subjects.js';
+import * as m0003 from './migrations/0003_data_cache.js';
 
 /**
  * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
@@ -9,4 +10,5 @@ import * as m0002 from './migrations/0002_subjects.js';
 export const migrations: Record<string, Migration> = {
   '0001_foundation': m0001,
   '0002_subjects': m0002,
+  '0003_data_cache': m0003,
 };

@@ -8,10 +8,13 @@ import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
 import type { Config } from './config.js';
 import { createContext } from './context.js';
-import type { Db } from './db.js';
+import type { Context } from './context.js';
+import type { Db, Listen } from './db.js';
 import { authRoutes } from './domains/auth/auth.routes.js';
 import { requireToken } from './domains/auth/authenticate.js';
 import { TokenService } from './domains/auth/tokens.js';
+import { DataCache } from './domains/data/data-cache.js';
+import { SecretBox } from './domains/data/secret-box.js';
 import { AppError, problem } from './errors.js';
 import { openApiDocument } from './openapi.js';
 import { restRouter } from './rest.js';
@@ -21,6 +24,9 @@ import { schema } from './schema.js';
 export interface App {
   app: express.Express;
   tokens: TokenService;
+  data: DataCache;
+  /** Stops background work (re-fetches, the invalidation listener); the caller closes the database after. */
+  close(): Promise<void>;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
@@ -101,10 +107,28 @@ const graphqlErrorsAnswer200: Plugin = {
   },
 };
 
-/** Builds the HTTP application over an open, migrated database; `listen()` is the caller's (server.ts, tests). */
-export async function buildApp({ config, db, logger }: { config: Config; db: Db; logger: Logger }): Promise<App> {
+/** D10: stale data served in this response, as `extensions.staleData`. */
+const staleDataExtension: Plugin = {
+  onExecute({ args }) {
+    return {
+      onExecuteDone({ result, setResult }) {
+        const stale = (args.contextValue as Partial<Context>).staleData;
+        if (!stale?.size || !('data' in result || 'errors' in result)) return;
+        setResult({ ...result, extensions: { ...result.extensions, staleData: [...stale.values()] } });
+      },
+    };
+  },
+};
+
+/**
+ * Builds the HTTP application over an open, migrated database; `listen()` is the caller's (server.ts,
+ * tests). `listen` (the database handle's) carries cache invalidations between instances (D10).
+ */
+export async function buildApp({ config, db, logger, listen }: { config: Config; db: Db; logger: Logger; listen?: Listen }): Promise<App> {
   const tokens = new TokenService(db, config);
   await tokens.ensureSigningKey();
+  const data = new DataCache(db, config, logger, new SecretBox(db, config.SECRETS_KEY));
+  await data.start(listen);
 
   const app = express();
   app.disable('x-powered-by');
@@ -171,9 +195,10 @@ export async function buildApp({ config, db, logger }: { config: Config; db: Db;
       warn: (...a) => logger.warn(a),
       error: (...a) => logger.error(a),
     },
-    context: ({ req }) => createContext({ db, principal: req.principal!, requestId: String(req.id), log: req.log }),
+    context: ({ req }) => createContext({ db, principal: req.principal!, requestId: String(req.id), log: req.log, data }),
     plugins: [
       graphqlErrorsAnswer200,
+      staleDataExtension,
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
     ],
     // The limits depend on the variables (first: $n), so a validation result cannot be reused by document.
@@ -194,7 +219,7 @@ export async function buildApp({ config, db, logger }: { config: Config; db: Db;
     },
   );
 
-  app.use(restRouter({ db, tokens, schema, maxBodyBytes: config.MAX_BODY_BYTES }, routes));
+  app.use(restRouter({ db, tokens, schema, data, maxBodyBytes: config.MAX_BODY_BYTES }, routes));
 
   app.use((req, res) => {
     res.status(404).type('application/problem+json').json(problem(404, String(req.id), `No resource at ${req.method} ${req.path}.`));
@@ -232,5 +257,5 @@ export async function buildApp({ config, db, logger }: { config: Config; db: Db;
     res.status(status).type('application/problem+json').json(problem(status, String(req.id), detail, errors));
   });
 
-  return { app, tokens };
+  return { app, tokens, data, close: () => data.close() };
 }

@@ -28,6 +28,23 @@ const envSchema = z
     GRAPHIQL: bool.optional(),
     /** base64url of 32 bytes: encrypts outbound provider secrets at rest. Unset: a key kept in the database. */
     SECRETS_KEY: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'must be 32 bytes in base64url (43 characters)').optional(),
+    /** D10: one provider attempt's time limit, and retries after the first attempt (1 + N in all). */
+    PROVIDER_TIMEOUT_MS: z.coerce.number().int().min(1).max(600_000).default(10_000),
+    PROVIDER_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
+    /** First retry delay; doubled per retry with jitter (a Retry-After answer overrides it). */
+    PROVIDER_BACKOFF_MS: z.coerce.number().int().min(0).max(60_000).default(200),
+    /** Subject identifiers per provider call. */
+    PROVIDER_BATCH_SIZE: z.coerce.number().int().min(1).max(1000).default(100),
+    /** Pages followed per provider call before the answer counts as a failure (a provider looping). */
+    PROVIDER_MAX_PAGES: z.coerce.number().int().min(1).max(10_000).default(100),
+    /** Consecutive failures of one data source that open its circuit, and how long it stays open. */
+    PROVIDER_BREAKER_FAILURES: z.coerce.number().int().min(1).default(5),
+    PROVIDER_BREAKER_OPEN_MS: z.coerce.number().int().min(0).default(30_000),
+    /** Provider calls in flight at once for background re-fetches (per instance). */
+    PROVIDER_REFETCH_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
+    CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(86_400),
+    /** The in-process cache's bound, counted as the entries' JSON length. */
+    CACHE_MAX_BYTES: z.coerce.number().int().min(0).default(64 * 1024 * 1024),
   })
   .refine((e) => (e.AUTH_ISSUER === undefined) === (e.AUTH_JWKS_URL === undefined), {
     message: 'AUTH_ISSUER and AUTH_JWKS_URL must be set together',

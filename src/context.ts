@@ -1,6 +1,14 @@
 import type { Logger } from 'pino';
 import type { Db } from './db.js';
 import type { Principal } from './domains/auth/permissions.js';
+import type { DataCache } from './domains/data/data-cache.js';
+
+/** D10: data served from the cache because its provider failed, reported in `extensions.staleData`. */
+export interface StaleNotice {
+  extractKey: string;
+  subjectIdentifier: string;
+  fetchedAt: string;
+}
 
 /**
  * Per-request GraphQL context. Pothos keeps its dataloaders in a cache keyed by this object, so every
@@ -11,9 +19,13 @@ export interface Context {
   principal: Principal;
   requestId: string;
   log: Logger;
+  /** The instance's data point cache (shared by requests; its per-request loaders live in the schema). */
+  data: DataCache;
+  /** Stale data served in this request, by extract and subject identifier. */
+  staleData: Map<string, StaleNotice>;
 }
 
 /** Builds the context for one request (GraphQL or a REST route executing its operation). */
-export function createContext(init: Context): Context {
-  return { ...init };
+export function createContext(init: Omit<Context, 'staleData'>): Context {
+  return { ...init, staleData: new Map() };
 }

@@ -181,6 +181,20 @@ export interface SubjectLocationTable {
   created_at: Generated<Date>;
 }
 
+export interface DataCacheTable {
+  tenant_id: string;
+  extract_key: string;
+  subject_id: string;
+  subject_identifier: string | null;
+  /** The provider's data points for the subject (see data-points.ts); null: nothing fetched yet. */
+  points: unknown[] | null;
+  fetched_at: Date | null;
+  stale: Generated<boolean>;
+  version: Generated<string>;
+  removed_ids: Generated<string[]>;
+  refetch_claimed_until: Date | null;
+}
+
 /** The one Kysely schema of the service. */
 export interface Database {
   signing_key: SigningKeyTable;
@@ -201,6 +215,7 @@ export interface Database {
   subject: SubjectTable;
   subject_value: SubjectValueTable;
   subject_location: SubjectLocationTable;
+  data_cache: DataCacheTable;
 }
 
 export type StructureType = Selectable<StructureTypeTable>;
@@ -208,12 +223,27 @@ export type StructuralEntityRow = Selectable<StructuralEntityTable>;
 export type SigningKey = Selectable<SigningKeyTable>;
 export type SubjectRow = Selectable<SubjectTable>;
 export type NewSubjectValue = Insertable<SubjectValueTable>;
+export type DataSourceRow = Selectable<DataSourceTable>;
+export type DataExtractRow = Selectable<DataExtractTable>;
+export type DataCacheRow = Selectable<DataCacheTable>;
 
 export type Db = Kysely<Database>;
+
+/** What a LISTEN connection reports: each payload, and when it (re)connects or drops. */
+export interface NotificationHandlers {
+  message(payload: string): void;
+  connected(): void;
+  disconnected(): void;
+}
+
+/** Listens on a channel until closed. */
+export type Listen = (channel: string, handlers: NotificationHandlers) => Promise<{ close(): Promise<void> }>;
 
 export interface DatabaseHandle {
   db: Db;
   kind: 'postgres' | 'pglite';
+  /** LISTEN on a dedicated connection (PostgreSQL, reconnecting after a drop) or in-process (PGlite). */
+  listen: Listen;
   /** Closes the pool (and the embedded database). */
   close(): Promise<void>;
 }
@@ -243,7 +273,8 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     // Without a listener, an error on an idle client is an unhandled 'error' event: the process dies.
     pool.on('error', (e) => opts.onPoolError?.(e));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...logOption(opts) });
-    return { db, kind: 'postgres', close: () => db.destroy() };
+    const url = opts.databaseUrl;
+    return { db, kind: 'postgres', listen: (channel, handlers) => listenPostgres(url, channel, handlers), close: () => db.destroy() };
   }
   await fs.mkdir(opts.dataDir, { recursive: true });
   const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm } });
@@ -262,9 +293,70 @@ export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'on
   return {
     db,
     kind: 'pglite',
+    // PGlite delivers NOTIFY (sent through the bridge like any statement) after the commit, in-process.
+    listen: async (channel, handlers) => {
+      const unlisten = await pglite.listen(channel, (payload) => handlers.message(payload));
+      handlers.connected();
+      return { close: () => unlisten() };
+    },
     close: async () => {
       await db.destroy();
       await pglite.close();
+    },
+  };
+}
+
+/**
+ * LISTEN on a connection of its own (a pooled one would be handed to other queries). After a drop it
+ * reconnects with backoff; `disconnected` tells the caller that notifications may have been missed.
+ */
+async function listenPostgres(url: string, channel: string, h: NotificationHandlers): Promise<{ close(): Promise<void> }> {
+  let current: pg.Client | undefined;
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  const connect = async () => {
+    const client = new pg.Client({ connectionString: url, application_name: 'ssdi-listener' });
+    let dropped = false;
+    const drop = () => {
+      if (dropped) return;
+      dropped = true;
+      client.removeAllListeners('notification');
+      if (current === client) {
+        current = undefined;
+        h.disconnected();
+      }
+      client.end().catch(() => {});
+      if (!closed) retry(250);
+    };
+    client.on('error', drop);
+    client.on('end', drop);
+    client.on('notification', (n) => {
+      if (n.channel === channel) h.message(n.payload ?? '');
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${client.escapeIdentifier(channel)}`);
+    } catch (e) {
+      client.removeAllListeners('end');
+      client.end().catch(() => {});
+      throw e;
+    }
+    if (closed) return void client.end().catch(() => {});
+    current = client;
+    h.connected();
+  };
+  const retry = (delay: number) => {
+    timer = setTimeout(() => connect().catch(() => !closed && retry(Math.min(delay * 2, 5000))), delay);
+    timer.unref();
+  };
+  await connect();
+  return {
+    close: async () => {
+      closed = true;
+      clearTimeout(timer);
+      const c = current;
+      current = undefined;
+      await c?.end();
     },
   };
 }

@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'CONFLICT'
   | 'PAYLOAD_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'PROVIDER_UNAVAILABLE'
   | 'INTERNAL_SERVER_ERROR';
 
 const TITLES: Record<number, string> = {
@@ -22,6 +23,7 @@ const TITLES: Record<number, string> = {
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
   500: 'Internal Server Error',
+  502: 'Bad Gateway',
   503: 'Service Unavailable',
 };
 
@@ -85,6 +87,13 @@ export class UnauthenticatedError extends AppError {
   }
 }
 
+/** D10: a data provider failed and nothing is cached to serve instead. */
+export class ProviderUnavailableError extends AppError {
+  constructor(message: string) {
+    super(502, 'PROVIDER_UNAVAILABLE', message);
+  }
+}
+
 /** Collects field errors so a request reports every problem at once, then throws them together. */
 export class ErrorCollector {
   readonly errors: FieldErrors = {};
@@ -110,7 +119,7 @@ export interface Problem {
 
 const RFC9110: Record<number, string> = {
   400: '15.5.1', 401: '15.5.2', 403: '15.5.4', 404: '15.5.5', 409: '15.5.10', 413: '15.5.14', 415: '15.5.16',
-  500: '15.6.1', 503: '15.6.4',
+  500: '15.6.1', 502: '15.6.3', 503: '15.6.4',
 };
 
 /** RFC 9457 body for a status. Only an AppError's own message reaches `detail`, never an unexpected one's. */

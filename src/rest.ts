@@ -8,6 +8,7 @@ import type { Db } from './db.js';
 import { requireToken } from './domains/auth/authenticate.js';
 import type { Scope } from './domains/auth/permissions.js';
 import type { TokenService } from './domains/auth/tokens.js';
+import type { DataCache } from './domains/data/data-cache.js';
 import { AppError, type FieldErrors, NotFoundError, ValidationError } from './errors.js';
 
 export interface RestRequest<P, Q, B> {
@@ -124,7 +125,7 @@ function zodErrors(error: z.ZodError, prefix: string): FieldErrors {
 const JSON_TYPES = ['application/json', 'application/*+json'];
 
 /** Builds the Express router for a route table. */
-export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQLSchema; maxBodyBytes: number }, routes: readonly RouteDef[]): Router {
+export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQLSchema; data: DataCache; maxBodyBytes: number }, routes: readonly RouteDef[]): Router {
   const router = Router();
   const json = express.json({ limit: deps.maxBodyBytes, strict: false, type: JSON_TYPES });
   for (const route of routes) {
@@ -184,7 +185,7 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       schema: deps.schema,
       document: route.operation,
       variableValues: route.variables({ params, query, body }) as Record<string, unknown>,
-      contextValue: createContext({ db: deps.db, principal, requestId: String(req.id), log: req.log as Logger }),
+      contextValue: createContext({ db: deps.db, principal, requestId: String(req.id), log: req.log as Logger, data: deps.data }),
     });
     if (result.errors?.length) {
       // Variables the operation could not coerce (no execution happened): bad input, 400 (D5).

@@ -5,6 +5,7 @@ import './connections.js';
 import './custom-fields.schema.js';
 import './domains/structural-entity/structural-entity.schema.js';
 import './domains/subject/subject.schema.js';
+import './domains/data/data.schema.js';
 
 /** The executable schema, built once from every domain's types. */
 export const schema = builder.toSchema({ sortSchema: true });

@@ -58,7 +58,8 @@ async function main(): Promise<void> {
     demo = await seedDemo(handle.db);
   }
 
-  const { app } = await buildApp({ config, db: handle.db, logger });
+  const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen });
+  const { app } = built;
   const server: Server = app.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
@@ -75,7 +76,10 @@ async function main(): Promise<void> {
     const force = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
     force.unref();
     server.close(() => {
-      handle.close().then(
+      built
+        .close()
+        .then(() => handle.close())
+        .then(
         () => {
           logger.info('stopped');
           process.exit(0);

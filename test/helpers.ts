@@ -67,7 +67,8 @@ export async function startApp(env: Record<string, string> = {}, opts: { plugins
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
-  const { app, tokens } = await buildApp({ config, db: appDb, logger: pino({ level: config.LOG_LEVEL }) });
+  const built = await buildApp({ config, db: appDb, logger: pino({ level: config.LOG_LEVEL }), listen: handle.listen });
+  const { app, tokens } = built;
   server.on('request', app);
   return {
     url,
@@ -77,6 +78,7 @@ export async function startApp(env: Record<string, string> = {}, opts: { plugins
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await built.close();
       await handle.dispose();
     },
   };

@@ -14,6 +14,9 @@ import type { TypedDocumentNode as DocumentNode } from '@graphql-typed-document-
  * Learn more about it here: https://the-guild.dev/graphql/codegen/plugins/presets/preset-client#reducing-bundle-size
  */
 type Documents = {
+    "\n    mutation RestRefreshDataSet($input: RefreshDataSetInput!) { refreshDataSet(input: $input) { dataExtractKey flaggedEntries } }\n  ": typeof types.RestRefreshDataSetDocument,
+    "\n    mutation RestDataChange($input: DataChangeInput!) { reportDataChange(input: $input) { flaggedDataExtractKeys } }\n  ": typeof types.RestDataChangeDocument,
+    "\n    mutation RestDataRemoval($input: DataRemovalInput!) { reportDataRemoval(input: $input) { flaggedDataExtractKeys } }\n  ": typeof types.RestDataRemovalDocument,
     "\n  fragment RestStructuralEntity on StructuralEntity {\n    key\n    displayName\n    parentKey\n    depth\n    structureType { key name subjectAssignable customFields { key name type required } }\n    customFieldValues { field { key name type required } values { dataType value valueText } }\n  }\n": typeof types.RestStructuralEntityFragmentDoc,
     "\n    query RestStructuralEntities(\n      $parentKey: String, $depth: Int, $searchTerm: String, $subjectAssignable: Boolean, $structureTypeKey: String,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      structuralEntities(\n        parentKey: $parentKey, depth: $depth, searchTerm: $searchTerm, subjectAssignable: $subjectAssignable,\n        structureTypeKey: $structureTypeKey,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestStructuralEntity } }\n      }\n    }\n  ": typeof types.RestStructuralEntitiesDocument,
     "\n    query RestStructuralEntity($key: String!) {\n      structuralEntity(key: $key) { ...RestStructuralEntity }\n    }\n  ": typeof types.RestStructuralEntityDocument,
@@ -28,6 +31,9 @@ type Documents = {
     "\n    mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {\n      removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  ": typeof types.RestRemoveSubjectLocationsDocument,
 };
 const documents: Documents = {
+    "\n    mutation RestRefreshDataSet($input: RefreshDataSetInput!) { refreshDataSet(input: $input) { dataExtractKey flaggedEntries } }\n  ": types.RestRefreshDataSetDocument,
+    "\n    mutation RestDataChange($input: DataChangeInput!) { reportDataChange(input: $input) { flaggedDataExtractKeys } }\n  ": types.RestDataChangeDocument,
+    "\n    mutation RestDataRemoval($input: DataRemovalInput!) { reportDataRemoval(input: $input) { flaggedDataExtractKeys } }\n  ": types.RestDataRemovalDocument,
     "\n  fragment RestStructuralEntity on StructuralEntity {\n    key\n    displayName\n    parentKey\n    depth\n    structureType { key name subjectAssignable customFields { key name type required } }\n    customFieldValues { field { key name type required } values { dataType value valueText } }\n  }\n": types.RestStructuralEntityFragmentDoc,
     "\n    query RestStructuralEntities(\n      $parentKey: String, $depth: Int, $searchTerm: String, $subjectAssignable: Boolean, $structureTypeKey: String,\n      $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $orderDirection: OrderDirection\n    ) {\n      structuralEntities(\n        parentKey: $parentKey, depth: $depth, searchTerm: $searchTerm, subjectAssignable: $subjectAssignable,\n        structureTypeKey: $structureTypeKey,\n        first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $orderDirection\n      ) {\n        totalCount\n        pageInfo { hasNextPage hasPreviousPage startCursor endCursor }\n        edges { cursor node { ...RestStructuralEntity } }\n      }\n    }\n  ": types.RestStructuralEntitiesDocument,
     "\n    query RestStructuralEntity($key: String!) {\n      structuralEntity(key: $key) { ...RestStructuralEntity }\n    }\n  ": types.RestStructuralEntityDocument,
@@ -56,6 +62,18 @@ const documents: Documents = {
  */
 export function graphql(source: string): unknown;
 
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation RestRefreshDataSet($input: RefreshDataSetInput!) { refreshDataSet(input: $input) { dataExtractKey flaggedEntries } }\n  "): (typeof documents)["\n    mutation RestRefreshDataSet($input: RefreshDataSetInput!) { refreshDataSet(input: $input) { dataExtractKey flaggedEntries } }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation RestDataChange($input: DataChangeInput!) { reportDataChange(input: $input) { flaggedDataExtractKeys } }\n  "): (typeof documents)["\n    mutation RestDataChange($input: DataChangeInput!) { reportDataChange(input: $input) { flaggedDataExtractKeys } }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    mutation RestDataRemoval($input: DataRemovalInput!) { reportDataRemoval(input: $input) { flaggedDataExtractKeys } }\n  "): (typeof documents)["\n    mutation RestDataRemoval($input: DataRemovalInput!) { reportDataRemoval(input: $input) { flaggedDataExtractKeys } }\n  "];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

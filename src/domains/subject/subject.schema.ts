@@ -26,7 +26,7 @@ import {
 import { addSubjectLocations, removeSubjectLocations, updateSubject, upsertSubject } from './subject.service.js';
 
 /** The tenant's subject fields, loaded once per request. */
-const subjectConfig = createContextCache((ctx: Context) => loadSubjectConfig(ctx.db, ctx.principal.tenantId));
+export const subjectConfig = createContextCache((ctx: Context) => loadSubjectConfig(ctx.db, ctx.principal.tenantId));
 
 /** Locations of every subject on the page in one query (D11: a fixed number of queries per page). */
 const locationsLoader = createContextCache(

@@ -1,0 +1,109 @@
+import { z } from 'zod';
+import { type Scalar, sortKeyOf, validDate } from '../../custom-fields.js';
+
+/** The data types of a data point item (the contract's table; UserIdentifier is not among them). */
+export const POINT_TYPES = ['String', 'Decimal', 'Integer', 'DateTime', 'Date', 'Time', 'Boolean'] as const;
+export type PointType = (typeof POINT_TYPES)[number];
+
+export interface DataPointItem {
+  Key: string;
+  Value: { DataType: PointType; Value: string | number | boolean | null };
+}
+
+/** A data point as the provider sends it (and as it is cached): one row for one subject. */
+export interface DataPoint {
+  Id: string;
+  SubjectIdentifier: string;
+  DataPointItems: DataPointItem[];
+}
+
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
+const TIME = /^(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,7})?$/;
+// ISO 8601 round-trip ("o") form, with or without an offset (.NET writes up to 7 fraction digits).
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,7})?(?:Z|[+-](?:0\d|1[0-4]):[0-5]\d)?$/;
+
+const validDateText = (m: RegExpExecArray | null) => m !== null && validDate(+m[1]!, +m[2]!, +m[3]!);
+
+/** Why `value` is not a valid representation of `type` (the contract's DataType table), or undefined. */
+export function pointValueProblem(type: PointType, value: unknown): string | undefined {
+  if (value === null) return undefined;
+  switch (type) {
+    case 'String':
+      return typeof value === 'string' ? undefined : 'A String value must be a JSON string or null.';
+    case 'Boolean':
+      return typeof value === 'boolean' ? undefined : 'A Boolean value must be a JSON boolean or null.';
+    case 'Decimal':
+      return typeof value === 'number' && Number.isFinite(value) ? undefined : 'A Decimal value must be a JSON number or null.';
+    case 'Integer':
+      return Number.isInteger(value) && (value as number) >= -2147483648 && (value as number) <= 2147483647
+        ? undefined
+        : 'An Integer value must be a 32-bit JSON integer or null.';
+    case 'Date':
+      return typeof value === 'string' && validDateText(DATE.exec(value)) ? undefined : 'A Date value must be a yyyy-MM-dd string or null.';
+    case 'Time':
+      return typeof value === 'string' && TIME.test(value) ? undefined : 'A Time value must be an HH:mm:ss string or null.';
+    case 'DateTime':
+      return typeof value === 'string' && validDateText(DATE_TIME.exec(value)) && !Number.isNaN(Date.parse(value))
+        ? undefined
+        : 'A DateTime value must be an ISO 8601 date-time string or null.';
+  }
+}
+
+const pointType = z.string().transform((name, ctx) => {
+  // Matched case-insensitively, like data type names in sent custom field values (D5).
+  const t = POINT_TYPES.find((p) => p.toLowerCase() === name.toLowerCase());
+  if (!t) {
+    ctx.addIssue({ code: 'custom', message: `DataType must be one of ${POINT_TYPES.join(', ')}.` });
+    return z.NEVER;
+  }
+  return t;
+});
+
+const itemSchema = z
+  .object({
+    Key: z.string().min(1, 'Key must not be empty.'),
+    Value: z.object({ DataType: pointType, Value: z.union([z.string(), z.number(), z.boolean(), z.null()]).optional() }),
+  })
+  .transform((item, ctx): DataPointItem => {
+    const value = item.Value.Value ?? null;
+    const problem = pointValueProblem(item.Value.DataType, value);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['Value', 'Value'] });
+    return { Key: item.Key, Value: { DataType: item.Value.DataType, Value: value } };
+  });
+
+/** A data point as the contract shapes it, validated item by item (provider answers, change notifications). */
+export const DataPointSchema = z.object({
+  Id: z.string().min(1, 'Id must not be empty.'),
+  SubjectIdentifier: z.string().min(1, 'SubjectIdentifier must not be empty.'),
+  DataPointItems: z.array(itemSchema),
+});
+
+/** The get-data-points answer (contract: PageInfo and Edges required). */
+export const ProviderPageSchema = z.object({
+  PageInfo: z.object({
+    HasNextPage: z.boolean(),
+    HasPreviousPage: z.boolean(),
+    StartCursor: z.string().nullable().optional(),
+    EndCursor: z.string().min(1).nullable().optional(),
+    TotalCount: z.number().int(),
+  }),
+  Edges: z.array(z.object({ Node: DataPointSchema, Cursor: z.string() })),
+});
+
+/** Canonical text of an item value (D7's forms): DateTime in UTC with milliseconds; null stays null. */
+export function pointValueText(item: DataPointItem): string | null {
+  const { DataType: type, Value: v } = item.Value;
+  if (v === null) return null;
+  if (type === 'DateTime') return new Date(v as string).toISOString();
+  return String(v);
+}
+
+/** Order-preserving text of an item's value (missing or null sorts last ascending, D6). */
+export function pointSortKey(point: DataPoint, key: string): string {
+  const item = point.DataPointItems.find((i) => i.Key === key);
+  if (!item || item.Value.Value === null) return sortKeyOf('String', undefined);
+  const type = item.Value.DataType;
+  // DateTimes compare in time: their UTC text is fixed-width.
+  const v: Scalar = type === 'DateTime' ? pointValueText(item)! : (item.Value.Value as Scalar);
+  return sortKeyOf(type, v);
+}

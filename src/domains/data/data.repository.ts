@@ -1,0 +1,199 @@
+import { sql } from 'kysely';
+import type { DataCacheRow, DataExtractRow, DataSourceRow, Db } from '../../db.js';
+import type { DataPoint } from './data-points.js';
+
+export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
+
+/** Extracts with their data sources, by key (one query). */
+export async function findExtracts(db: Db, tenantId: string, keys: readonly string[]): Promise<ExtractWithSource[]> {
+  if (keys.length === 0) return [];
+  const rows = await db
+    .selectFrom('data_extract as x')
+    .innerJoin('data_source as d', (j) => j.onRef('d.tenant_id', '=', 'x.tenant_id').onRef('d.key', '=', 'x.data_source_key'))
+    .selectAll('x')
+    .select((eb) => eb.fn('to_jsonb', [eb.table('d')]).as('source'))
+    .where('x.tenant_id', '=', tenantId)
+    .where('x.key', 'in', keys)
+    .execute();
+  return rows as unknown as ExtractWithSource[];
+}
+
+/** The tenant's extracts whose data source lists `clientId` as an inbound client (D4, D10). */
+export async function findExtractsOfInboundClient(db: Db, tenantId: string, clientId: string): Promise<ExtractWithSource[]> {
+  const rows = await db
+    .selectFrom('data_extract as x')
+    .innerJoin('data_source as d', (j) => j.onRef('d.tenant_id', '=', 'x.tenant_id').onRef('d.key', '=', 'x.data_source_key'))
+    .selectAll('x')
+    .select((eb) => eb.fn('to_jsonb', [eb.table('d')]).as('source'))
+    .where('x.tenant_id', '=', tenantId)
+    .where(sql<boolean>`${clientId} = ANY(d.inbound_client_ids)`)
+    .orderBy('x.key')
+    .execute();
+  return rows as unknown as ExtractWithSource[];
+}
+
+/** The data sources of the tenant that list `clientId` as an inbound client. */
+export async function findSourcesOfInboundClient(db: Db, tenantId: string, clientId: string): Promise<DataSourceRow[]> {
+  return db.selectFrom('data_source').selectAll().where('tenant_id', '=', tenantId).where(sql<boolean>`${clientId} = ANY(inbound_client_ids)`).execute();
+}
+
+export async function findDataSource(db: Db, tenantId: string, key: string): Promise<DataSourceRow | undefined> {
+  return db.selectFrom('data_source').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).executeTakeFirst();
+}
+
+/** The cache rows of some subjects of one extract. */
+export async function readCache(db: Db, tenantId: string, extractKey: string, subjectIds: readonly string[]): Promise<DataCacheRow[]> {
+  if (subjectIds.length === 0) return [];
+  return db
+    .selectFrom('data_cache')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('extract_key', '=', extractKey)
+    .where(sql<boolean>`subject_id = ANY(cast(${subjectIds} as uuid[]))`)
+    .execute();
+}
+
+export interface CacheWrite {
+  subjectId: string;
+  identifier: string;
+  points: DataPoint[];
+  /** The version read before the provider call; null when there was no row. */
+  expectedVersion: string | null;
+  removedIds: string[];
+}
+
+/**
+ * Stores fetched sets, each only if its row is still at the version read before the call: an
+ * invalidation committed meanwhile (a change notification, a removal, a refresh) bumped it, and then the
+ * answer, possibly older than the notification, is not stored as fresh. Returns the stored rows.
+ */
+export async function writeCache(db: Db, tenantId: string, extractKey: string, writes: readonly CacheWrite[]): Promise<{ subject_id: string; version: string; fetched_at: Date }[]> {
+  if (writes.length === 0) return [];
+  return db
+    .insertInto('data_cache')
+    .values(
+      writes.map((w) => ({
+        tenant_id: tenantId,
+        extract_key: extractKey,
+        subject_id: w.subjectId,
+        subject_identifier: w.identifier,
+        points: sql<unknown[]>`cast(${JSON.stringify(w.points)} as jsonb)`,
+        fetched_at: sql<Date>`now()`,
+        stale: false,
+        version: String(w.expectedVersion === null ? 1 : BigInt(w.expectedVersion) + 1n),
+        removed_ids: w.removedIds,
+        refetch_claimed_until: null,
+      })),
+    )
+    .onConflict((oc) =>
+      oc
+        .columns(['tenant_id', 'extract_key', 'subject_id'])
+        .doUpdateSet((eb) => ({
+          subject_identifier: eb.ref('excluded.subject_identifier'),
+          points: eb.ref('excluded.points'),
+          fetched_at: eb.ref('excluded.fetched_at'),
+          stale: false,
+          version: eb.ref('excluded.version'),
+          removed_ids: eb.ref('excluded.removed_ids'),
+          refetch_claimed_until: null,
+        }))
+        .where(sql<boolean>`data_cache.version = excluded.version - 1`),
+    )
+    .returning(['subject_id', 'version', 'fetched_at'])
+    .execute() as Promise<{ subject_id: string; version: string; fetched_at: Date }[]>;
+}
+
+/**
+ * Flags one subject's entries of some extracts stale (a change notification, D10), creating a flag-only
+ * row where nothing is cached yet so that a fetch already in flight cannot store its answer as fresh.
+ * `removedIds` leave the cached sets at once and are remembered; `recreatedIds` are forgotten as removed.
+ */
+export async function flagSubject(
+  db: Db,
+  tenantId: string,
+  extractKeys: readonly string[],
+  subjectId: string,
+  removedIds: readonly string[],
+  recreatedIds: readonly string[],
+): Promise<void> {
+  if (extractKeys.length === 0) return;
+  await db
+    .insertInto('data_cache')
+    .values(
+      extractKeys.map((k) => ({
+        tenant_id: tenantId,
+        extract_key: k,
+        subject_id: subjectId,
+        subject_identifier: null,
+        points: null,
+        fetched_at: null,
+        stale: true,
+        removed_ids: [...removedIds],
+        refetch_claimed_until: null,
+      })),
+    )
+    .onConflict((oc) =>
+      oc.columns(['tenant_id', 'extract_key', 'subject_id']).doUpdateSet({
+        stale: true,
+        version: sql`data_cache.version + 1`,
+        refetch_claimed_until: null,
+        points: sql`CASE WHEN data_cache.points IS NULL OR cardinality(${removedIds}::text[]) = 0 THEN data_cache.points ELSE (
+          SELECT coalesce(jsonb_agg(p.value ORDER BY p.ordinality), '[]'::jsonb)
+          FROM jsonb_array_elements(data_cache.points) WITH ORDINALITY AS p
+          WHERE NOT (p.value->>'Id' = ANY(${removedIds}::text[]))) END`,
+        removed_ids: sql`array(SELECT DISTINCT r FROM unnest(data_cache.removed_ids || ${removedIds}::text[]) AS r WHERE NOT (r = ANY(${recreatedIds}::text[])) ORDER BY r)`,
+      }),
+    )
+    .execute();
+}
+
+/** Flags every cached entry of an extract stale (refresh, D10); returns how many. */
+export async function flagExtract(db: Db, tenantId: string, extractKey: string): Promise<number> {
+  const r = await db
+    .updateTable('data_cache')
+    .set({ stale: true, version: sql`version + 1`, refetch_claimed_until: null })
+    .where('tenant_id', '=', tenantId)
+    .where('extract_key', '=', extractKey)
+    .where('points', 'is not', null)
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows);
+}
+
+/** Drops an extract's cache (its options or data source changed: the cached sets answer another question). */
+export async function dropExtractCache(db: Db, tenantId: string, extractKey: string): Promise<void> {
+  await db.deleteFrom('data_cache').where('tenant_id', '=', tenantId).where('extract_key', '=', extractKey).execute();
+}
+
+/**
+ * Claims up to `limit` flagged entries that hold data for a background re-fetch, skipping rows another
+ * instance is claiming at this moment; a claim lapses after `leaseSeconds` (an instance that died).
+ */
+export async function claimFlagged(db: Db, limit: number, leaseSeconds: number): Promise<DataCacheRow[]> {
+  return db
+    .updateTable('data_cache as c')
+    .set({ refetch_claimed_until: sql<Date>`now() + make_interval(secs => ${leaseSeconds})` })
+    .where(({ eb, refTuple, selectFrom }) =>
+      eb(
+        refTuple('c.tenant_id', 'c.extract_key', 'c.subject_id'),
+        'in',
+        selectFrom('data_cache as f')
+          .select(['f.tenant_id', 'f.extract_key', 'f.subject_id'])
+          .where('f.stale', '=', true)
+          .where('f.points', 'is not', null)
+          .where((w) => w.or([w('f.refetch_claimed_until', 'is', null), w('f.refetch_claimed_until', '<', sql<Date>`now()`)]))
+          .limit(limit)
+          .forUpdate()
+          .skipLocked() as never,
+      ),
+    )
+    .returningAll()
+    .execute();
+}
+
+/** The payload channel of cache invalidations between instances (D10). */
+export const CACHE_CHANNEL = 'ssdi_data_cache';
+
+/** NOTIFY inside the caller's transaction: delivered to every listening instance when it commits. */
+export async function notifyInvalidation(db: Db, payload: string): Promise<void> {
+  await sql`SELECT pg_notify(${CACHE_CHANNEL}, ${payload})`.execute(db);
+}

@@ -1,0 +1,321 @@
+import { type ArgBuilder, createContextCache } from '@pothos/core';
+import DataLoader from 'dataloader';
+import { sql } from 'kysely';
+import { type Types, builder } from '../../builder.js';
+import { orderArgs, pageComplexity } from '../../connections.js';
+import type { Context } from '../../context.js';
+import { sortKeyOf } from '../../custom-fields.js';
+import type { DataExtractRow, SubjectRow } from '../../db.js';
+import { NotFoundError, ValidationError } from '../../errors.js';
+import { MAX_PAGE_SIZE, type PageArgs, type SortKey, paginate, paginateLoaded } from '../../paging.js';
+import { SubjectRef, subjectConfig, subjectUuid } from '../subject/subject.schema.js';
+import type { CachedPoints, SubjectKey } from './data-cache.js';
+import { type DataPoint, type DataPointItem, pointSortKey, pointValueText } from './data-points.js';
+import { type ExtractWithSource, findExtracts } from './data.repository.js';
+import { refreshDataSet, reportDataChange, saveDataExtract } from './data.service.js';
+import { identifierOf } from './subject-identifier.js';
+
+export const DataExtractRef = builder.loadableNodeRef('DataExtract', {
+  id: { resolve: (x: ExtractWithSource) => x.key },
+  load: (keys: string[], ctx: Context) => findExtracts(ctx.db, ctx.principal.tenantId, keys),
+  sort: (x) => x.key,
+});
+
+const DataSourceRef = builder.objectRef<ExtractWithSource['source']>('DataSource').implement({
+  description: 'Where an extract\'s data points come from (the provider\'s connection details are not exposed).',
+  fields: (t) => ({
+    key: t.exposeString('key'),
+    name: t.exposeString('name'),
+    subjectIdentifier: t.exposeString('subject_identifier', { description: 'What a data point\'s SubjectIdentifier means: ExternalId, Id or a subject field key.' }),
+  }),
+});
+
+/** A data point with the subject it belongs to. */
+interface PointNode {
+  point: DataPoint;
+  subjectId: string;
+}
+
+const DataPointItemRef = builder.objectRef<DataPointItem>('DataPointItem').implement({
+  fields: (t) => ({
+    key: t.string({ resolve: (i) => i.Key }),
+    dataType: t.string({ description: 'String, Decimal, Integer, DateTime, Date, Time or Boolean.', resolve: (i) => i.Value.DataType }),
+    value: t.field({ type: 'JSON', nullable: true, description: 'The typed value as the provider sent it.', resolve: (i) => i.Value.Value }),
+    valueText: t.string({ nullable: true, description: 'Canonical text (DateTime in UTC with milliseconds).', resolve: (i) => pointValueText(i) }),
+  }),
+});
+
+const DataPointRef = builder.objectRef<PointNode>('DataPoint').implement({
+  fields: (t) => ({
+    id: t.string({ description: 'The provider\'s data point id.', resolve: (n) => n.point.Id }),
+    subjectIdentifier: t.string({ resolve: (n) => n.point.SubjectIdentifier }),
+    subject: t.field({ type: SubjectRef, nullable: true, authScopes: { permission: 'View:Subject' }, resolve: (n) => n.subjectId }),
+    items: t.field({ type: [DataPointItemRef], resolve: (n) => n.point.DataPointItems }),
+  }),
+});
+
+const DataPointConnection = builder.connectionObject({ type: DataPointRef, name: 'DataPointConnection' });
+
+/**
+ * Per request and extract, one loader for every subject asked for: the whole request's subjects become
+ * one cache lookup and, for misses, one provider call per chunk (D10). setImmediate batching collects the
+ * loads of a whole page of subjects, whose resolvers reach it after awaiting other loaders.
+ */
+const pointLoaders = createContextCache(
+  (ctx: Context) =>
+    new Map<string, DataLoader<SubjectKey, CachedPoints, string>>(),
+);
+
+function pointLoader(ctx: Context, extract: ExtractWithSource) {
+  const loaders = pointLoaders(ctx);
+  let loader = loaders.get(extract.key);
+  if (!loader) {
+    loader = new DataLoader<SubjectKey, CachedPoints, string>(
+      async (subjects) => {
+        const outcomes = await ctx.data.load(ctx.principal.tenantId, extract, subjects);
+        return subjects.map((s) => outcomes.get(s.id)!);
+      },
+      { cacheKeyFn: (s) => s.id, batchScheduleFn: (run) => setImmediate(run), maxBatchSize: 10_000 },
+    );
+    loaders.set(extract.key, loader);
+  }
+  return loader;
+}
+
+/** The extract by key, or NOT_FOUND (an unknown key answers as one of another tenant, D2). */
+async function extractByKey(ctx: Context, key: string): Promise<ExtractWithSource> {
+  const found = await DataExtractRef.getDataloader(ctx).load(key).catch(() => undefined);
+  if (!found) throw new NotFoundError(`No data extract has the key '${key}'.`);
+  return found as ExtractWithSource;
+}
+
+/** Loads subjects' points, reporting stale ones in the response's extensions (D10). */
+async function pointsOf(ctx: Context, extract: ExtractWithSource, subjects: readonly SubjectRow[]): Promise<PointNode[]> {
+  const config = await subjectConfig(ctx);
+  const keys = subjects.map((s) => ({ id: s.id, identifier: identifierOf(extract.source.subject_identifier, s, config) }));
+  const loaded = await pointLoader(ctx, extract).loadMany(keys);
+  const nodes: PointNode[] = [];
+  loaded.forEach((r, i) => {
+    if (r instanceof Error) throw r;
+    const key = keys[i]!;
+    if (r.stale && key.identifier !== null) {
+      ctx.staleData.set(`${extract.key}\u0001${key.identifier}`, { extractKey: extract.key, subjectIdentifier: key.identifier, fetchedAt: r.fetchedAt!.toISOString() });
+    }
+    for (const point of r.points) nodes.push({ point, subjectId: key.id });
+  });
+  return nodes;
+}
+
+/** D6 for data points: by `Id` (default) or by an item key, typed; ties by id, then subject. */
+function pagePoints(extractKey: string, nodes: PointNode[], args: PageArgs) {
+  const orderBy = args.orderBy ?? 'Id';
+  const byId = orderBy.toLowerCase() === 'id';
+  return paginateLoaded({
+    list: `dataPoint~${extractKey}`,
+    sortName: byId ? 'Id' : orderBy,
+    items: nodes,
+    position: (n) => ({ v: byId ? sortKeyOf('String', n.point.Id) : pointSortKey(n.point, orderBy), i: `${n.point.Id}\u0001${n.subjectId}` }),
+    args,
+  });
+}
+
+const pointArgs = (arg: ArgBuilder<Types>) => ({
+  ...orderArgs(arg),
+});
+
+builder.objectField(SubjectRef, 'dataPoints', (t) =>
+  t.connection(
+    {
+      type: DataPointRef,
+      nullable: true,
+      complexity: pageComplexity,
+      description: 'The subject\'s data points of one extract, from the cache or its provider (D10). Order: Id, or an item key.',
+      authScopes: { permission: 'View:DataExtract' },
+      args: { extractKey: t.arg.string({ required: true }), ...pointArgs(t.arg) },
+      resolve: async (subject, args, ctx) => {
+        const extract = await extractByKey(ctx, args.extractKey);
+        return pagePoints(extract.key, await pointsOf(ctx, extract, [subject]), args);
+      },
+    },
+    DataPointConnection,
+  ),
+);
+
+DataExtractRef.implement({
+  fields: (t) => ({
+    key: t.exposeString('key'),
+    name: t.exposeString('name'),
+    options: t.field({ type: 'JSON', description: 'The options sent to the provider as DataExtract.Options.', resolve: (x) => x.options }),
+    dataSource: t.field({ type: DataSourceRef, resolve: (x) => x.source }),
+    dataPoints: t.connection(
+      {
+        type: DataPointRef,
+        nullable: true,
+        complexity: pageComplexity,
+        description: `Data points of the given subjects (UUIDs or global ids, at most ${MAX_PAGE_SIZE}) in one list.`,
+        args: { subjectIds: t.arg.idList({ description: 'Required: the subjects whose data points to list; ids naming no subject are ignored.' }), ...pointArgs(t.arg) },
+        resolve: async (extract, args, ctx) => {
+          const ids = args.subjectIds;
+          if (!ids || ids.length === 0) throw ValidationError.at('subjectIds', 'subjectIds is required: name the subjects whose data points to list.');
+          if (ids.length > MAX_PAGE_SIZE) throw ValidationError.at('subjectIds', `At most ${MAX_PAGE_SIZE} subjects.`);
+          const subjects = await SubjectRef.getDataloader(ctx).loadMany([...new Set(ids.map((id) => subjectUuid(String(id))))]);
+          const found = subjects.filter((s): s is SubjectRow => !(s instanceof Error) && s !== null && s !== undefined);
+          return pagePoints(extract.key, await pointsOf(ctx, extract, found), args);
+        },
+      },
+      DataPointConnection,
+    ),
+  }),
+});
+
+const DataExtractConnection = builder.connectionObject({ type: DataExtractRef, name: 'DataExtractConnection' });
+
+/** Extracts order by Key (default) or Name; ties by key. */
+function extractSort(orderBy: string | null | undefined): SortKey {
+  const name = (orderBy ?? 'Key').toLowerCase();
+  const key = { id: sql.ref('x.key'), idType: 'text' as const, type: 'text' as const, nullable: false };
+  if (name === 'key') return { name: 'Key', value: sql.ref('x.key'), ...key };
+  if (name === 'name') return { name: 'Name', value: sql`x.name COLLATE "C"`, ...key };
+  throw ValidationError.at('orderBy', `Unknown OrderBy '${orderBy}'. Use Key or Name.`);
+}
+
+builder.queryFields((t) => ({
+  dataExtracts: t.connection(
+    {
+      type: DataExtractRef,
+      nullable: true,
+      complexity: pageComplexity,
+      authScopes: { permission: 'View:DataExtract' },
+      args: { dataSourceKey: t.arg.string(), ...orderArgs(t.arg) },
+      resolve: (_root, args, ctx) => {
+        const sort = extractSort(args.orderBy);
+        let query = ctx.db
+          .selectFrom('data_extract as x')
+          .innerJoin('data_source as d', (j) => j.onRef('d.tenant_id', '=', 'x.tenant_id').onRef('d.key', '=', 'x.data_source_key'))
+          .where('x.tenant_id', '=', ctx.principal.tenantId);
+        if (args.dataSourceKey) query = query.where('x.data_source_key', '=', args.dataSourceKey);
+        const rows = query.selectAll('x').select((eb) => eb.fn('to_jsonb', [eb.table('d')]).as('source'));
+        const count = async () => Number((await query.select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
+        return paginate<ExtractWithSource>({ list: 'dataExtract', query: rows as never, count, sort, args });
+      },
+    },
+    DataExtractConnection,
+  ),
+  dataExtract: t.field({
+    type: DataExtractRef,
+    nullable: true,
+    authScopes: { permission: 'View:DataExtract' },
+    args: { key: t.arg.string({ required: true }) },
+    resolve: (_root, args) => args.key,
+  }),
+}));
+
+const RefreshDataSetPayload = builder.objectRef<{ dataExtractKey: string; flaggedEntries: number }>('RefreshDataSetPayload').implement({
+  fields: (t) => ({
+    dataExtractKey: t.exposeString('dataExtractKey'),
+    flaggedEntries: t.exposeInt('flaggedEntries', { description: 'Cached entries flagged stale and queued for a background re-fetch.' }),
+  }),
+});
+
+const DataExtractPayload = builder.objectRef<{ dataExtract: DataExtractRow }>('DataExtractPayload').implement({
+  fields: (t) => ({ dataExtract: t.field({ type: DataExtractRef, resolve: (p) => p.dataExtract.key }) }),
+});
+
+const DataPointValueInput = builder.inputType('DataPointValueInput', {
+  fields: (t) => ({ dataType: t.string({ required: true }), value: t.field({ type: 'JSON' }) }),
+});
+const DataPointItemInput = builder.inputType('DataPointItemInput', {
+  fields: (t) => ({ key: t.string({ required: true }), value: t.field({ type: DataPointValueInput, required: true }) }),
+});
+const DataPointInput = builder.inputType('DataPointInput', {
+  fields: (t) => ({
+    id: t.string({ required: true }),
+    subjectIdentifier: t.string({ required: true }),
+    dataPointItems: t.field({ type: [DataPointItemInput], required: true }),
+  }),
+});
+
+const DataChangePayload = builder.objectRef<{ flaggedDataExtractKeys: string[] }>('DataChangePayload').implement({
+  fields: (t) => ({
+    flaggedDataExtractKeys: t.exposeStringList('flaggedDataExtractKeys', { description: 'The matching extracts whose entries for the subject were flagged.' }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  refreshDataSet: t.field({
+    type: RefreshDataSetPayload,
+    nullable: true,
+    description: 'Flags every cached entry of the extract stale and re-fetches them in the background (Refresh:DataSet).',
+    args: { input: t.arg({ type: builder.inputType('RefreshDataSetInput', { fields: (f) => ({ dataExtractKey: f.string({ required: true }) }) }), required: true }) },
+    resolve: (_root, { input }, ctx) => refreshDataSet(ctx, input.dataExtractKey),
+  }),
+  createDataExtract: t.field({
+    type: DataExtractPayload,
+    nullable: true,
+    description: 'Creates a data extract on a data source of the tenant (Create:DataExtract).',
+    args: {
+      input: t.arg({
+        type: builder.inputType('CreateDataExtractInput', {
+          fields: (f) => ({
+            key: f.string({ required: true }),
+            name: f.string({ required: true }),
+            dataSourceKey: f.string({ required: true }),
+            options: f.field({ type: 'JSON', description: 'A JSON object (default {}).' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: async (_root, { input }, ctx) => ({ dataExtract: await saveDataExtract(ctx, input, 'create') }),
+  }),
+  updateDataExtract: t.field({
+    type: DataExtractPayload,
+    nullable: true,
+    description: 'Changes a data extract (Edit:DataExtract); absent properties keep their value. New options or a new data source drop its cached data.',
+    args: {
+      input: t.arg({
+        type: builder.inputType('UpdateDataExtractInput', {
+          fields: (f) => ({ key: f.string({ required: true }), name: f.string(), dataSourceKey: f.string(), options: f.field({ type: 'JSON' }) }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: async (_root, { input }, ctx) => ({ dataExtract: await saveDataExtract(ctx, input, 'update') }),
+  }),
+  reportDataChange: t.field({
+    type: DataChangePayload,
+    nullable: true,
+    description: 'A data provider reports new or changed data of a subject (inbound clients of a data source only).',
+    args: {
+      input: t.arg({
+        type: builder.inputType('DataChangeInput', {
+          fields: (f) => ({
+            subjectIdentifier: f.string({ required: true }),
+            dataExtractsOptionsValuesFilter: f.field({ type: 'JSON', description: 'Property path → value; every entry must hold.' }),
+            newOrUpdatedDataPoints: f.field({ type: [DataPointInput] }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_root, { input }, ctx) => reportDataChange(ctx, input),
+  }),
+  reportDataRemoval: t.field({
+    type: DataChangePayload,
+    nullable: true,
+    description: 'A data provider reports removed data points of a subject; they leave the cache at once.',
+    args: {
+      input: t.arg({
+        type: builder.inputType('DataRemovalInput', {
+          fields: (f) => ({
+            subjectIdentifier: f.string({ required: true }),
+            dataExtractsOptionsValuesFilter: f.field({ type: 'JSON', description: 'Property path → value; every entry must hold.' }),
+            removedDataPointIdentifiers: f.stringList({ required: true }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: (_root, { input }, ctx) => reportDataChange(ctx, input),
+  }),
+}));

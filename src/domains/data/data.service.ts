@@ -1,0 +1,212 @@
+import { isDeepStrictEqual } from 'node:util';
+import type { Context } from '../../context.js';
+import { type DataExtractRow, isUniqueViolation } from '../../db.js';
+import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../errors.js';
+import { requirePermission } from '../auth/permissions.js';
+import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../structural-entity/structural-entity.service.js';
+import { loadSubjectConfig } from '../subject/subject.repository.js';
+import { type DataPoint, POINT_TYPES, pointValueProblem } from './data-points.js';
+import {
+  dropExtractCache,
+  findDataSource,
+  findExtracts,
+  findExtractsOfInboundClient,
+  findSourcesOfInboundClient,
+  flagExtract,
+  flagSubject,
+} from './data.repository.js';
+import { subjectsByIdentifier } from './subject-identifier.js';
+
+/** Bounds on one notification, so a body cannot hold unbounded work (413 covers the bytes). */
+const MAX_POINTS = 10_000;
+const MAX_FILTER_ENTRIES = 100;
+
+export interface DataPointInput {
+  id: string;
+  subjectIdentifier: string;
+  dataPointItems: readonly { key: string; value: { dataType: string; value?: unknown } }[];
+}
+
+/** A change notification (D10) in GraphQL casing; REST's body binds onto it. */
+export interface DataChangeInput {
+  subjectIdentifier: string;
+  dataExtractsOptionsValuesFilter?: unknown;
+  newOrUpdatedDataPoints?: readonly DataPointInput[] | null | undefined;
+  removedDataPointIdentifiers?: readonly string[] | null | undefined;
+}
+
+/**
+ * Whether an extract's options hold every entry of the filter (D10): keys are dot-separated property
+ * paths (a numeric segment indexes an array); a number, string or boolean equals another when their text
+ * does (`"7"` matches `7`); objects and arrays compare deeply. An empty filter matches every extract.
+ */
+export function optionsMatch(options: unknown, filter: Record<string, unknown>): boolean {
+  return Object.entries(filter).every(([path, expected]) => {
+    let at: unknown = options;
+    for (const seg of path.split('.')) {
+      if (Array.isArray(at) && /^\d+$/.test(seg)) at = at[Number(seg)];
+      else if (typeof at === 'object' && at !== null && !Array.isArray(at) && Object.hasOwn(at, seg)) at = (at as Record<string, unknown>)[seg];
+      else return false;
+    }
+    const scalar = (v: unknown) => typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
+    return scalar(at) && scalar(expected) ? String(at) === String(expected) : isDeepStrictEqual(at, expected);
+  });
+}
+
+/** Validates a notification's body beyond its shape: the rules D10 names, each at its location. */
+function validateChange(input: DataChangeInput): { filter: Record<string, unknown>; points: DataPoint[] } {
+  const errors = new ErrorCollector();
+  if (input.subjectIdentifier.trim() === '') errors.add('subjectIdentifier', 'SubjectIdentifier is required.');
+  const rawFilter = input.dataExtractsOptionsValuesFilter ?? {};
+  let filter: Record<string, unknown> = {};
+  if (typeof rawFilter !== 'object' || Array.isArray(rawFilter)) {
+    errors.add('dataExtractsOptionsValuesFilter', 'DataExtractsOptionsValuesFilter must be an object from property path to value.');
+  } else {
+    filter = rawFilter as Record<string, unknown>;
+    if (Object.keys(filter).length > MAX_FILTER_ENTRIES) errors.add('dataExtractsOptionsValuesFilter', `At most ${MAX_FILTER_ENTRIES} entries.`);
+    for (const k of Object.keys(filter)) {
+      if (k === '' || k.split('.').some((s) => s === '')) errors.add(`dataExtractsOptionsValuesFilter.${k}`, 'A property path has no empty segments.');
+    }
+  }
+  const given = input.newOrUpdatedDataPoints ?? [];
+  if (given.length > MAX_POINTS) errors.add('newOrUpdatedDataPoints', `At most ${MAX_POINTS} data points.`);
+  const points: DataPoint[] = [];
+  given.slice(0, MAX_POINTS).forEach((p, i) => {
+    const at = `newOrUpdatedDataPoints[${i}]`;
+    if (p.id.trim() === '') errors.add(`${at}.id`, 'Id is required.');
+    if (p.subjectIdentifier !== input.subjectIdentifier) {
+      errors.add(`${at}.subjectIdentifier`, `The data point's SubjectIdentifier '${p.subjectIdentifier}' differs from the request's '${input.subjectIdentifier}'.`);
+    }
+    const items = p.dataPointItems.map((item, j) => {
+      const type = POINT_TYPES.find((t) => t.toLowerCase() === item.value.dataType.toLowerCase());
+      if (item.key === '') errors.add(`${at}.dataPointItems[${j}].key`, 'Key is required.');
+      if (!type) {
+        errors.add(`${at}.dataPointItems[${j}].value.dataType`, `DataType must be one of ${POINT_TYPES.join(', ')}.`);
+        return undefined;
+      }
+      const value = item.value.value ?? null;
+      const problem = pointValueProblem(type, value);
+      if (problem) errors.add(`${at}.dataPointItems[${j}].value.value`, problem);
+      return { Key: item.key, Value: { DataType: type, Value: value as string | number | boolean | null } };
+    });
+    points.push({ Id: p.id, SubjectIdentifier: p.subjectIdentifier, DataPointItems: items.filter((x) => x !== undefined) });
+  });
+  (input.removedDataPointIdentifiers ?? []).forEach((id, i) => {
+    if (id.trim() === '') errors.add(`removedDataPointIdentifiers[${i}]`, 'An identifier must not be empty.');
+  });
+  if ((input.removedDataPointIdentifiers ?? []).length > MAX_POINTS) errors.add('removedDataPointIdentifiers', `At most ${MAX_POINTS} identifiers.`);
+  errors.throwIfAny();
+  return { filter, points };
+}
+
+/**
+ * A data provider reports created, updated (`newOrUpdatedDataPoints`) or removed
+ * (`removedDataPointIdentifiers`) data of one subject (D4, D10). Only clients listed as inbound clients of
+ * a data source may (403); the subject must be known to one of those sources (404). The entries of the
+ * matching extracts are flagged stale, and removed ids leave them, in one transaction whose
+ * invalidation reaches every instance before this returns; then they are re-fetched in the background.
+ */
+export async function reportDataChange(ctx: Context, input: DataChangeInput): Promise<{ flaggedDataExtractKeys: string[] }> {
+  const { tenantId, clientId } = ctx.principal;
+  const sources = await findSourcesOfInboundClient(ctx.db, tenantId, clientId);
+  if (sources.length === 0) throw new ForbiddenError(`The client '${clientId}' is not an inbound client of any data source.`);
+  const { filter, points } = validateChange(input);
+
+  const config = await loadSubjectConfig(ctx.db, tenantId);
+  const subjectsBySource = new Map<string, string[]>();
+  for (const s of sources) subjectsBySource.set(s.key, await subjectsByIdentifier(ctx.db, tenantId, s.subject_identifier, input.subjectIdentifier, config));
+  if ([...subjectsBySource.values()].every((ids) => ids.length === 0)) {
+    throw new NotFoundError(`No subject has the identifier '${input.subjectIdentifier}'.`);
+  }
+  const extracts = (await findExtractsOfInboundClient(ctx.db, tenantId, clientId)).filter((x) => optionsMatch(x.options, filter));
+  const removed = input.removedDataPointIdentifiers ?? [];
+  const recreated = points.map((p) => p.Id);
+  await ctx.data.withInvalidation(async (trx, publish) => {
+    for (const x of extracts) {
+      const subjectIds = subjectsBySource.get(x.data_source_key) ?? [];
+      if (subjectIds.length === 0) continue;
+      for (const id of subjectIds) await flagSubject(trx, tenantId, [x.key], id, removed, recreated);
+      await publish({ t: tenantId, x: x.key, s: subjectIds });
+    }
+  });
+  return { flaggedDataExtractKeys: extracts.filter((x) => (subjectsBySource.get(x.data_source_key) ?? []).length > 0).map((x) => x.key) };
+}
+
+/** Refresh data set (D10): every cached entry of the extract flagged stale and re-fetched in the background. */
+export async function refreshDataSet(ctx: Context, dataExtractKey: string): Promise<{ dataExtractKey: string; flaggedEntries: number }> {
+  requirePermission(ctx.principal, 'Refresh:DataSet');
+  const { tenantId } = ctx.principal;
+  const [extract] = await findExtracts(ctx.db, tenantId, [dataExtractKey]);
+  if (!extract) throw new NotFoundError(`No data extract has the key '${dataExtractKey}'.`);
+  const flaggedEntries = await ctx.data.withInvalidation(async (trx, publish) => {
+    const n = await flagExtract(trx, tenantId, dataExtractKey);
+    await publish({ t: tenantId, x: dataExtractKey, s: null });
+    return n;
+  });
+  return { dataExtractKey, flaggedEntries };
+}
+
+export interface ExtractInput {
+  key: string;
+  name?: string | null | undefined;
+  dataSourceKey?: string | null | undefined;
+  options?: unknown;
+}
+
+/**
+ * Creates (Create:DataExtract) or updates (Edit:DataExtract) a data extract. A change of its options or
+ * data source drops its cached data: the cached sets answer another question.
+ */
+export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: 'create' | 'update'): Promise<DataExtractRow> {
+  requirePermission(ctx.principal, mode === 'create' ? 'Create:DataExtract' : 'Edit:DataExtract');
+  const { tenantId } = ctx.principal;
+  const errors = new ErrorCollector();
+  if (input.key.trim() === '' || input.key.length > MAX_KEY_LENGTH) errors.add('key', `Key must have 1 to ${MAX_KEY_LENGTH} characters.`);
+  if (mode === 'create' && (input.name === undefined || input.name === null)) errors.add('name', 'Name is required.');
+  if (input.name !== undefined && input.name !== null && (input.name.trim() === '' || input.name.length > MAX_NAME_LENGTH)) {
+    errors.add('name', `Name must have 1 to ${MAX_NAME_LENGTH} characters.`);
+  }
+  if (mode === 'create' && (input.dataSourceKey === undefined || input.dataSourceKey === null)) errors.add('dataSourceKey', 'DataSourceKey is required.');
+  else if (input.dataSourceKey !== undefined && input.dataSourceKey !== null && !(await findDataSource(ctx.db, tenantId, input.dataSourceKey))) {
+    errors.add('dataSourceKey', `No data source has the key '${input.dataSourceKey}'.`);
+  }
+  const options = input.options;
+  if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) errors.add('options', 'Options must be a JSON object.');
+  if (options !== undefined && options !== null && JSON.stringify(options).includes('\\u0000')) errors.add('options', 'Options must not contain U+0000.');
+  errors.throwIfAny();
+
+  return ctx.data.withInvalidation(async (trx, publish) => {
+    const [existing] = await trx.selectFrom('data_extract').selectAll().where('tenant_id', '=', tenantId).where('key', '=', input.key).forUpdate().execute();
+    if (mode === 'create') {
+      if (existing) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
+      try {
+        return await trx
+          .insertInto('data_extract')
+          .values({ tenant_id: tenantId, key: input.key, name: input.name!, data_source_key: input.dataSourceKey!, options: (options ?? {}) as object })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+      } catch (e) {
+        if (isUniqueViolation(e)) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
+        throw e;
+      }
+    }
+    if (!existing) throw new NotFoundError(`No data extract has the key '${input.key}'.`);
+    const next = {
+      name: input.name ?? existing.name,
+      data_source_key: input.dataSourceKey ?? existing.data_source_key,
+      options: (options ?? existing.options) as object,
+    };
+    const updated = await trx
+      .updateTable('data_extract')
+      .set(next)
+      .where('tenant_id', '=', tenantId)
+      .where('key', '=', input.key)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (next.data_source_key !== existing.data_source_key || !isDeepStrictEqual(next.options, existing.options)) {
+      await dropExtractCache(trx, tenantId, input.key);
+      await publish({ t: tenantId, x: input.key, s: null });
+    }
+    return updated;
+  });
+}

@@ -1,0 +1,229 @@
+import {
+  BrokenCircuitError,
+  type CircuitBreakerPolicy,
+  ConsecutiveBreaker,
+  DelegateBackoff,
+  TaskCancelledError,
+  TimeoutStrategy,
+  circuitBreaker,
+  handleAll,
+  handleWhen,
+  retry,
+  timeout,
+  wrap,
+} from 'cockatiel';
+import * as oauth from 'oauth4webapi';
+import { canonicalKeys } from '../../rest.js';
+import { type DataPoint, ProviderPageSchema } from './data-points.js';
+
+/** A data source as the client calls it (the secret already opened). */
+export interface ProviderSource {
+  tenantId: string;
+  key: string;
+  getDataPointsUrl: string;
+  tokenUrl: string | null;
+  clientId: string | null;
+  /** Opened lazily: only a token request needs it. */
+  clientSecret: () => Promise<string | null>;
+  scope: string | null;
+}
+
+export interface ProviderPolicy {
+  timeoutMs: number;
+  retries: number;
+  backoffMs: number;
+  maxPages: number;
+  breakerFailures: number;
+  breakerOpenMs: number;
+}
+
+/** A failed provider call: `retryable` for network errors, time-outs, 429 and 5xx (D10). */
+export class ProviderError extends Error {
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** `Retry-After` as milliseconds: delta-seconds or an HTTP date (RFC 9110 §10.2.3). */
+function retryAfter(header: string | null): number | undefined {
+  if (!header) return undefined;
+  if (/^\d+$/.test(header.trim())) return Number(header.trim()) * 1000;
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+interface CachedToken {
+  value: string;
+  /** Renewed from this moment on: shortly before the provider's expires_in runs out. */
+  renewAt: number;
+}
+
+/**
+ * Calls providers' get-data-points (D10): a client-credentials token per data source (cached, fetched
+ * once for concurrent callers, renewed on a 401), a time limit per attempt, 1 + PROVIDER_RETRIES attempts
+ * with exponential backoff and jitter (Retry-After wins), a circuit breaker per data source, and a
+ * validated answer. One instance per service instance: the caches and breakers are shared by requests.
+ */
+export class ProviderClient {
+  private readonly tokens = new Map<string, Promise<CachedToken>>();
+  private readonly breakers = new Map<string, CircuitBreakerPolicy>();
+
+  constructor(private readonly policy: ProviderPolicy) {}
+
+  /**
+   * Every data point of `subjectIdentifiers` for one extract: the first page, then each `EndCursor` until
+   * `HasNextPage` is false (at most PROVIDER_MAX_PAGES pages: more is a failure, not a partial set).
+   */
+  async fetchAll(source: ProviderSource, extract: { key: string; options: unknown }, subjectIdentifiers: readonly string[]): Promise<DataPoint[]> {
+    const points: DataPoint[] = [];
+    let after: string | null = null;
+    for (let page = 1; ; page++) {
+      if (page > this.policy.maxPages) throw new ProviderError(`The provider answered more than ${this.policy.maxPages} pages.`, false);
+      // The contract's request exactly: every property present, nulls explicit.
+      const body = {
+        SubjectIdentifiers: subjectIdentifiers,
+        PagingRequest: { After: after, Before: null, First: null, Last: null, OrderBy: null, OrderDirection: null },
+        DataExtract: { Key: extract.key, Options: extract.options ?? {} },
+      };
+      const answer = await this.call(source, body);
+      for (const e of answer.Edges) points.push(e.Node);
+      if (!answer.PageInfo.HasNextPage) return points;
+      const next = answer.PageInfo.EndCursor ?? null;
+      if (next === null || next === after) throw new ProviderError('The provider said HasNextPage without a new EndCursor.', false);
+      after = next;
+    }
+  }
+
+  private breaker(source: ProviderSource): CircuitBreakerPolicy {
+    const id = `${source.tenantId}\u0001${source.key}`;
+    let b = this.breakers.get(id);
+    if (!b) {
+      b = circuitBreaker(handleAll, { halfOpenAfter: this.policy.breakerOpenMs, breaker: new ConsecutiveBreaker(this.policy.breakerFailures) });
+      this.breakers.set(id, b);
+    }
+    return b;
+  }
+
+  private async call(source: ProviderSource, body: unknown) {
+    const { timeoutMs, retries, backoffMs } = this.policy;
+    const retryPolicy = retry(
+      handleWhen((e) => e instanceof ProviderError && e.retryable),
+      {
+        maxAttempts: retries,
+        backoff: new DelegateBackoff((ctx: { attempt: number; result: { error?: unknown } | { value: unknown } }) => {
+          const err = 'error' in ctx.result ? ctx.result.error : undefined;
+          if (err instanceof ProviderError && err.retryAfterMs !== undefined) return err.retryAfterMs;
+          // Exponential with "equal jitter": half fixed, half random, so retries of many callers spread out.
+          const base = backoffMs * 2 ** (ctx.attempt - 1);
+          return base / 2 + Math.random() * (base / 2);
+        }),
+      },
+    );
+    const attemptTimeout = timeout(timeoutMs, TimeoutStrategy.Aggressive);
+    try {
+      return await wrap(retryPolicy, this.breaker(source), attemptTimeout).execute(({ signal }) => this.attempt(source, body, signal));
+    } catch (e) {
+      if (e instanceof BrokenCircuitError) throw new ProviderError('The provider circuit is open after repeated failures.', false);
+      if (e instanceof TaskCancelledError) throw new ProviderError(`The provider did not answer within ${timeoutMs} ms.`, true);
+      throw e;
+    }
+  }
+
+  private async attempt(source: ProviderSource, body: unknown, signal: AbortSignal) {
+    try {
+      let token = await this.token(source, signal);
+      let res = await this.post(source, body, token, signal);
+      if (res.status === 401 && token !== undefined) {
+        // The provider no longer accepts the cached token (rotated, revoked): a new one, once.
+        this.tokens.delete(tokenKey(source));
+        token = await this.token(source, signal);
+        res = await this.post(source, body, token, signal);
+      }
+      if (res.status === 429 || res.status >= 500) {
+        const wait = retryAfter(res.headers.get('retry-after'));
+        // A Retry-After longer than one attempt may take is not waited for: the call fails now.
+        throw new ProviderError(`The provider answered ${res.status}.`, wait === undefined || wait <= this.policy.timeoutMs, wait);
+      }
+      if (res.status !== 200) throw new ProviderError(`The provider answered ${res.status}.`, false);
+      let json: unknown;
+      try {
+        json = await res.json();
+      } catch {
+        throw new ProviderError('The provider answered malformed JSON.', false);
+      }
+      const parsed = ProviderPageSchema.safeParse(canonicalKeys(json, ProviderPageSchema));
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        throw new ProviderError(`The provider's answer has the wrong shape at ${issue.path.join('.') || '$'}: ${issue.message}`, false);
+      }
+      return parsed.data;
+    } catch (e) {
+      if (e instanceof ProviderError || signal.aborted) throw e;
+      // fetch's TypeError: connection refused or reset, DNS, TLS.
+      throw new ProviderError(`The provider could not be reached: ${(e as Error).message}`, true);
+    }
+  }
+
+  private post(source: ProviderSource, body: unknown, token: string | undefined, signal: AbortSignal) {
+    return fetch(source.getDataPointsUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+      signal,
+      redirect: 'error',
+    });
+  }
+
+  /** The data source's access token; concurrent callers share one token request. */
+  private async token(source: ProviderSource, signal: AbortSignal): Promise<string | undefined> {
+    if (!source.tokenUrl || !source.clientId) return undefined;
+    const key = tokenKey(source);
+    let pending = this.tokens.get(key);
+    if (pending) {
+      const cached = await pending.catch(() => undefined);
+      if (cached && cached.renewAt > Date.now()) return cached.value;
+      if (this.tokens.get(key) === pending) this.tokens.delete(key);
+      pending = this.tokens.get(key);
+    }
+    if (!pending) {
+      pending = this.requestToken(source, source.tokenUrl, source.clientId, signal);
+      this.tokens.set(key, pending);
+      // A failed request is not cached: the next call asks again.
+      pending.catch(() => this.tokens.get(key) === pending && this.tokens.delete(key));
+    }
+    return (await pending).value;
+  }
+
+  private async requestToken(source: ProviderSource, tokenUrl: string, clientId: string, signal: AbortSignal): Promise<CachedToken> {
+    const as: oauth.AuthorizationServer = { issuer: new URL(tokenUrl).origin, token_endpoint: tokenUrl };
+    const client: oauth.Client = { client_id: clientId };
+    const secret = (await source.clientSecret()) ?? '';
+    let res: Response;
+    try {
+      res = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretPost(secret), source.scope ? { scope: source.scope } : {}, {
+        signal,
+        // Loopback and private providers over plain HTTP are the tenant's choice (its tokenUrl).
+        [oauth.allowInsecureRequests]: tokenUrl.startsWith('http:'),
+      });
+    } catch (e) {
+      throw new ProviderError(`The provider's token endpoint could not be reached: ${(e as Error).message}`, true);
+    }
+    if (res.status === 429 || res.status >= 500) throw new ProviderError(`The provider's token endpoint answered ${res.status}.`, true, retryAfter(res.headers.get('retry-after')));
+    try {
+      const t = await oauth.processClientCredentialsResponse(as, client, res);
+      const ttl = (t.expires_in ?? 3600) * 1000;
+      // Renewed a little early (a tenth of its life, at most a minute) so no call carries an expiring token.
+      return { value: t.access_token, renewAt: Date.now() + ttl - Math.min(ttl / 10, 60_000) };
+    } catch (e) {
+      throw new ProviderError(`The provider's token endpoint refused the client: ${(e as Error).message}`, false);
+    }
+  }
+}
+
+function tokenKey(s: ProviderSource): string {
+  return JSON.stringify([s.tenantId, s.key, s.tokenUrl, s.clientId, s.scope]);
+}
