@@ -19,13 +19,13 @@ import { applyTenantFile } from '../src/domains/tenant/tenant.service.js';
 export interface TestApp {
   url: string;
   config: Config;
-  handle: DatabaseHandle;
+  handle: DatabaseHandle & { url?: string };
   tokens: TokenService;
   close(): Promise<void>;
 }
 
 /** A fresh database for this test file: a copy of the migrated template (PGlite dir or PostgreSQL TEMPLATE). */
-export async function openTestDatabase(): Promise<DatabaseHandle & { dispose(): Promise<void> }> {
+export async function openTestDatabase(): Promise<DatabaseHandle & { url?: string; dispose(): Promise<void> }> {
   const pgTemplate = inject('pgTemplate');
   if (pgTemplate) {
     const base = process.env['DATABASE_URL']!;
@@ -37,6 +37,7 @@ export async function openTestDatabase(): Promise<DatabaseHandle & { dispose(): 
     const handle = await openDatabase({ databaseUrl: u.toString(), dataDir: '', poolSize: 10, onPoolError: () => {} });
     return {
       ...handle,
+      url: u.toString(),
       dispose: async () => {
         await handle.close();
         await sql`DROP DATABASE IF EXISTS ${sql.id(name)} WITH (FORCE)`.execute(admin.db);
@@ -80,6 +81,33 @@ export async function startApp(env: Record<string, string> = {}, opts: { plugins
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await built.close();
       await handle.dispose();
+    },
+  };
+}
+
+/**
+ * A second service instance on the same database (D10 scale-out): on PostgreSQL with its own pool and
+ * listener connection, on PGlite (one process only) sharing the embedded database.
+ */
+export async function startPeer(first: TestApp, env: Record<string, string> = {}): Promise<TestApp> {
+  const handle = first.handle.url ? await openDatabase({ databaseUrl: first.handle.url, dataDir: '', poolSize: 10, onPoolError: () => {} }) : first.handle;
+  const server: Server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // Instances behind one public URL: tokens of one are valid on the other.
+  const config = loadConfig({ ...first.config, ...env } as unknown as NodeJS.ProcessEnv);
+  const built = await buildApp({ config, db: handle.db, logger: pino({ level: config.LOG_LEVEL }), listen: handle.listen });
+  server.on('request', built.app);
+  return {
+    url,
+    config,
+    handle,
+    tokens: built.tokens,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await built.close();
+      if (handle !== first.handle) await handle.close();
     },
   };
 }

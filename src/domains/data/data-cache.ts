@@ -417,7 +417,9 @@ export class DataCache {
           const subject = byId.get(r.subject_id);
           const identifier = subject ? identifierOf(extract.source.subject_identifier, subject, config) : null;
           if (identifier === null) continue;
-          wants.push({ subject: { id: r.subject_id, identifier }, expectedVersion: r.version, removedIds: r.removed_ids });
+          // Readers of the same version share this fetch: they get the older data, as stale, if it fails.
+          const fallback = r.points && r.fetched_at && r.subject_identifier === identifier ? { points: r.points as DataPoint[], fetchedAt: r.fetched_at } : undefined;
+          wants.push({ subject: { id: r.subject_id, identifier }, expectedVersion: r.version, removedIds: r.removed_ids, fallback });
         }
         const outcomes = this.fetch(tenantId, extract, wants, gen, (fn) => this.refetchLimit.execute(fn));
         runs.push(...outcomes.values());
