@@ -223,7 +223,7 @@ describe('provider failures (D10)', () => {
       expect(r.status).toBe(200);
       expect(r.body.errors).toBeUndefined();
       expect(r.body.data.subject.dataPoints.edges.map((e: any) => e.node.id)).toEqual(['E-02-1', 'E-02-2', 'E-02-3']);
-      expect(r.body.extensions.staleData).toEqual([{ extractKey: 'steps', subjectIdentifier: 'E-02', fetchedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
+      expect(r.body.extensions?.staleData).toEqual([{ extractKey: 'steps', subjectIdentifier: 'E-02', fetchedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
       provider.always = undefined;
       // Once the provider answers again, the data is fresh (no staleData).
       await eventually(async () => (await t.api.gql(ONE_SUBJECT, { id, extract: 'steps' })).body.extensions?.staleData === undefined);
@@ -259,7 +259,7 @@ describe('time to live (D10)', () => {
     provider.always = { status: 500 };
     const stale = await t.api.gql(ONE_SUBJECT, { id, extract: 'steps' });
     expect(stale.body.data.subject.dataPoints.edges[0].node.items[0].value).toBe(6);
-    expect(stale.body.extensions.staleData).toHaveLength(1);
+    expect(stale.body.extensions?.staleData).toHaveLength(1);
   });
 });
 

@@ -225,7 +225,8 @@ export class ApiClient {
 
   /** POST /graphql; returns the HTTP status and the GraphQL response body. */
   gql<T = any>(query: string, variables?: Record<string, unknown>) {
-    return this.request<{ data?: T; errors?: { message: string; path?: string[]; extensions?: Record<string, any> }[] }>('POST', '/graphql', {
+    // Errors typed loosely: tests index into them after asserting they exist.
+    return this.request<{ data?: T; errors?: any; extensions?: Record<string, any> }>('POST', '/graphql', {
       body: { query, variables },
     });
   }
