@@ -3,9 +3,11 @@ import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
+import type { Logger } from 'pino';
 import type { Db } from './db.js';
 import { upsertSubject } from './domains/subject/subject.service.js';
 import { hasTenants } from './domains/tenant/tenant.service.js';
+import { type RunningProvider, createReferenceProvider } from './provider/reference-provider.js';
 import { applyTenantFilePath, createLogger, openMigratedDatabase } from './runtime.js';
 
 const DEMO_FILE = fileURLToPath(new URL('../config/demo.tenant.json', import.meta.url));
@@ -34,6 +36,31 @@ async function seedDemo(db: Db): Promise<DemoClient> {
   return { tenantKey: t.key, clientId: client.clientId, clientSecret: client.clientSecret };
 }
 
+/**
+ * With the demo tenant on the embedded database (outside production), the reference data provider runs
+ * in this process at the address the demo's data source names, so its data points show at once (D1).
+ */
+async function startDemoProvider(db: Db, logger: Logger): Promise<RunningProvider | undefined> {
+  const source = await db
+    .selectFrom('data_source')
+    .innerJoin('tenant', 'tenant.id', 'data_source.tenant_id')
+    .select('data_source.get_data_points_url as url')
+    .where('tenant.key', '=', 'demo')
+    .where('data_source.key', '=', 'wearables')
+    .executeTakeFirst();
+  if (!source) return undefined;
+  const at = new URL(source.url);
+  if (!['127.0.0.1', 'localhost'].includes(at.hostname)) return undefined;
+  try {
+    const running = await createReferenceProvider().listen(Number(at.port || 80), at.hostname);
+    logger.info({ url: running.url }, 'reference data provider started for the demo tenant');
+    return running;
+  } catch (e) {
+    logger.warn({ err: (e as Error).message }, `reference data provider not started: ${at.host} is taken (the demo's data points come from whatever listens there)`);
+    return undefined;
+  }
+}
+
 async function main(): Promise<void> {
   let config;
   try {
@@ -58,6 +85,7 @@ async function main(): Promise<void> {
     demo = await seedDemo(handle.db);
   }
 
+  const demoProvider = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await startDemoProvider(handle.db, logger) : undefined;
   const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen });
   const { app } = built;
   const server: Server = app.listen(config.PORT, config.HOST);
@@ -78,6 +106,7 @@ async function main(): Promise<void> {
     server.close(() => {
       built
         .close()
+        .then(() => demoProvider?.close())
         .then(() => handle.close())
         .then(
         () => {
@@ -112,6 +141,8 @@ function printDemo(url: string, d: DemoClient) {
       `  TOKEN=$(${token} | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token') && curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v2/subject`,
       'Then, with the same token, the structural entities:',
       `  curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v1/structuralEntity`,
+      'And data points of the reference provider through GraphQL:',
+      `  curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' ${url}/graphql -d '{"query":"{ subjects(first: 3) { edges { node { externalId dataPoints(extractKey: \\"steps-week\\", first: 7) { edges { node { id items { key value } } } } } } } }"}'`,
       '',
     ].join('\n'),
   );

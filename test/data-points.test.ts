@@ -185,6 +185,15 @@ describe('retries (D10)', () => {
     expect(provider.fetches()).toHaveLength(2);
   });
 
+  it('retries an attempt that ran out of time (PROVIDER_TIMEOUT_MS)', async () => {
+    const { provider, t } = await setup({ PROVIDER_RETRIES: '1', PROVIDER_TIMEOUT_MS: '1000' }, 1);
+    provider.pageSize = 100;
+    provider.faults = [{ delayMs: 3000 }];
+    const r = await t.api.gql(SUBJECTS_WITH_POINTS, { first: 1, extract: 'steps' });
+    expect(values(r.body)).toEqual([['E-01', [5, 40, 300]]]);
+    expect(provider.fetches()).toHaveLength(2);
+  });
+
   it('does not retry an answer that will not change (400, malformed)', async () => {
     const { provider, t } = await setup({ PROVIDER_RETRIES: '2' }, 1);
     provider.faults = [{ status: 400 }];

@@ -111,7 +111,8 @@ export class ProviderClient {
   private async call(source: ProviderSource, body: unknown) {
     const { timeoutMs, retries, backoffMs } = this.policy;
     const retryPolicy = retry(
-      handleWhen((e) => e instanceof ProviderError && e.retryable),
+      // An attempt cut off by the time limit is a time-out: retried like a network error.
+      handleWhen((e) => (e instanceof ProviderError && e.retryable) || e instanceof TaskCancelledError),
       {
         maxAttempts: retries,
         backoff: new DelegateBackoff((ctx: { attempt: number; result: { error?: unknown } | { value: unknown } }) => {

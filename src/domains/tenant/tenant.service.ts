@@ -1,8 +1,10 @@
+import { isDeepStrictEqual } from 'node:util';
 import { type SqlBool, sql } from 'kysely';
 import { type Db, inTransaction } from '../../db.js';
 import { ConflictError, ValidationError } from '../../errors.js';
 import { hashSecret, verifySecret } from '../auth/secrets.js';
 import type { SecretBox } from '../data/secret-box.js';
+import { dropExtractCache, notifyInvalidation } from '../data/data.repository.js';
 import { upsertStructuralEntity } from '../structural-entity/structural-entity.service.js';
 import { reindexSubjects } from '../subject/subject.service.js';
 import { type KnownKeys, type TenantConfig, type TenantFile, fileRules, jsonPath, referenceRules, tenantFileSchema } from './tenant-config.js';
@@ -333,6 +335,12 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
   }
   for (const x of t.dataExtracts) {
     const row = { tenant_id: tenantId, key: x.key, name: x.name, data_source_key: x.dataSourceKey, options: x.options };
+    const before = await db.selectFrom('data_extract').select(['data_source_key', 'options']).where('tenant_id', '=', tenantId).where('key', '=', x.key).executeTakeFirst();
+    if (before && (before.data_source_key !== x.dataSourceKey || !isDeepStrictEqual(before.options, x.options))) {
+      // The cached sets answer the old question: dropped, and every instance's in-process copy with them.
+      await dropExtractCache(db, tenantId, x.key);
+      await notifyInvalidation(db, JSON.stringify({ t: tenantId, x: x.key, s: null }));
+    }
     await db
       .insertInto('data_extract')
       .values(row)
