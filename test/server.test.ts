@@ -74,6 +74,22 @@ describe('npm start on an empty embedded database (D1)', () => {
     expect(page.Edges.map((e: { Node: { ExternalId: string } }) => e.Node.ExternalId)).toEqual(['E-1001', 'E-1002', 'E-1003']);
   });
 
+  it('serves data points of the demo subjects from the reference provider it started (D1, D10)', async () => {
+    const lines = stdout.split('\n').map((l) => l.trim());
+    const token = lines.find((l) => l.startsWith('TOKEN=$('))!.split(' && curl')[0]!;
+    const query = lines.find((l) => l.includes('/graphql -d'));
+    expect(query).toBeDefined();
+    const { stdout: out } = await run('bash', ['-c', `${token} && ${query!}`]);
+    const body = JSON.parse(out);
+    expect(body.errors).toBeUndefined();
+    const subjects = body.data.subjects.edges.map((e: any) => e.node);
+    expect(subjects.map((s: any) => s.externalId)).toEqual(['E-1001', 'E-1002', 'E-1003']);
+    for (const s of subjects) {
+      expect(s.dataPoints.edges).toHaveLength(7);
+      expect(s.dataPoints.edges[0].node.id).toMatch(new RegExp(`^${s.externalId}:steps:\\d{4}-\\d\\d-\\d\\d$`));
+    }
+  });
+
   it('logs JSON lines with a request id and never a token or a secret', async () => {
     const form = new URLSearchParams({ grant_type: 'client_credentials', tenant_key: 'demo', client_id: 'demo-client', client_secret: 'demo-client-secret' });
     const tokenRes = await fetch(`http://127.0.0.1:${port}/connect/token`, { method: 'POST', body: form });
