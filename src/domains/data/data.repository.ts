@@ -4,32 +4,32 @@ import type { DataPoint } from './data-points.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
 
-/** Extracts with their data sources, by key (one query). */
-export async function findExtracts(db: Db, tenantId: string, keys: readonly string[]): Promise<ExtractWithSource[]> {
-  if (keys.length === 0) return [];
-  const rows = await db
+/** The tenant's extracts as `x`, each with its data source row as `source`. */
+function extractsWithSource(db: Db, tenantId: string) {
+  return db
     .selectFrom('data_extract as x')
     .innerJoin('data_source as d', (j) => j.onRef('d.tenant_id', '=', 'x.tenant_id').onRef('d.key', '=', 'x.data_source_key'))
     .selectAll('x')
     .select((eb) => eb.fn('to_jsonb', [eb.table('d')]).as('source'))
-    .where('x.tenant_id', '=', tenantId)
-    .where('x.key', 'in', keys)
-    .execute();
-  return rows as unknown as ExtractWithSource[];
+    .where('x.tenant_id', '=', tenantId);
+}
+
+/** Extracts with their data sources, by key (one query). */
+export async function findExtracts(db: Db, tenantId: string, keys: readonly string[]): Promise<ExtractWithSource[]> {
+  if (keys.length === 0) return [];
+  return (await extractsWithSource(db, tenantId).where('x.key', 'in', keys).execute()) as unknown as ExtractWithSource[];
 }
 
 /** The tenant's extracts whose data source lists `clientId` as an inbound client (D4, D10). */
 export async function findExtractsOfInboundClient(db: Db, tenantId: string, clientId: string): Promise<ExtractWithSource[]> {
-  const rows = await db
-    .selectFrom('data_extract as x')
-    .innerJoin('data_source as d', (j) => j.onRef('d.tenant_id', '=', 'x.tenant_id').onRef('d.key', '=', 'x.data_source_key'))
-    .selectAll('x')
-    .select((eb) => eb.fn('to_jsonb', [eb.table('d')]).as('source'))
-    .where('x.tenant_id', '=', tenantId)
-    .where(sql<boolean>`${clientId} = ANY(d.inbound_client_ids)`)
-    .orderBy('x.key')
-    .execute();
+  const rows = await extractsWithSource(db, tenantId).where(sql<boolean>`${clientId} = ANY(d.inbound_client_ids)`).orderBy('x.key').execute();
   return rows as unknown as ExtractWithSource[];
+}
+
+/** A page query of the tenant's extracts (optionally of one data source) and its count. */
+export function extractListQuery(db: Db, tenantId: string, dataSourceKey: string | null | undefined) {
+  const q = extractsWithSource(db, tenantId);
+  return dataSourceKey ? q.where('x.data_source_key', '=', dataSourceKey) : q;
 }
 
 /** The data sources of the tenant that list `clientId` as an inbound client. */

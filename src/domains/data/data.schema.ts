@@ -11,7 +11,7 @@ import { MAX_PAGE_SIZE, type PageArgs, type SortKey, paginate, paginateLoaded } 
 import { SubjectRef, subjectConfig, subjectUuid } from '../subject/subject.schema.js';
 import type { CachedPoints, SubjectKey } from './data-cache.js';
 import { type DataPoint, type DataPointItem, pointSortKey, pointValueText } from './data-points.js';
-import { type ExtractWithSource, findExtracts } from './data.repository.js';
+import { type ExtractWithSource, extractListQuery, findExtracts } from './data.repository.js';
 import { refreshDataSet, reportDataChange, saveDataExtract } from './data.service.js';
 import { identifierOf } from './subject-identifier.js';
 
@@ -188,15 +188,9 @@ builder.queryFields((t) => ({
       authScopes: { permission: 'View:DataExtract' },
       args: { dataSourceKey: t.arg.string(), ...orderArgs(t.arg) },
       resolve: (_root, args, ctx) => {
-        const sort = extractSort(args.orderBy);
-        let query = ctx.db
-          .selectFrom('data_extract as x')
-          .innerJoin('data_source as d', (j) => j.onRef('d.tenant_id', '=', 'x.tenant_id').onRef('d.key', '=', 'x.data_source_key'))
-          .where('x.tenant_id', '=', ctx.principal.tenantId);
-        if (args.dataSourceKey) query = query.where('x.data_source_key', '=', args.dataSourceKey);
-        const rows = query.selectAll('x').select((eb) => eb.fn('to_jsonb', [eb.table('d')]).as('source'));
-        const count = async () => Number((await query.select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
-        return paginate<ExtractWithSource>({ list: 'dataExtract', query: rows as never, count, sort, args });
+        const query = extractListQuery(ctx.db, ctx.principal.tenantId, args.dataSourceKey);
+        const count = async () => Number((await query.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
+        return paginate<ExtractWithSource>({ list: 'dataExtract', query: query as never, count, sort: extractSort(args.orderBy), args });
       },
     },
     DataExtractConnection,
