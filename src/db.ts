@@ -151,6 +151,7 @@ export interface DataExtractTable {
   name: string;
   data_source_key: string;
   options: unknown;
+  cache_epoch: Generated<string>;
 }
 
 export interface SubjectTable {

@@ -7,6 +7,9 @@ import { type Kysely, sql } from 'kysely';
 // that started before one can never store its answer as fresh (the write-back is conditional on it).
 
 export async function up(db: Kysely<any>): Promise<void> {
+  // Moves on a refresh and on a change of the extract's options or data source: a fetch stores its answer
+  // only if the extract is still at the epoch it read (a row version cannot guard subjects with no row).
+  await db.schema.alterTable('data_extract').addColumn('cache_epoch', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
   await db.schema
     .createTable('data_cache')
     .addColumn('tenant_id', 'uuid', (c) => c.notNull())
@@ -36,4 +39,5 @@ export async function up(db: Kysely<any>): Promise<void> {
 
 export async function down(db: Kysely<any>): Promise<void> {
   await db.schema.dropTable('data_cache').execute();
+  await db.schema.alterTable('data_extract').dropColumn('cache_epoch').execute();
 }

@@ -264,7 +264,7 @@ export class DataCache {
     });
     let stored: Map<string, Date>;
     try {
-      stored = new Map((await writeCache(this.db, tenantId, extract.key, writes)).map((r) => [r.subject_id, r.fetched_at]));
+      stored = new Map((await writeCache(this.db, tenantId, extract.key, extract.cache_epoch, writes)).map((r) => [r.subject_id, r.fetched_at]));
     } catch (e) {
       this.log.error({ err: e, extract: extract.key }, 'storing fetched data points failed');
       stored = new Map();

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { DataCacheRow, DataExtractRow, DataSourceRow, Db } from '../../db.js';
+import { type DataCacheRow, type DataExtractRow, type DataSourceRow, type Db, inTransaction } from '../../db.js';
 import type { DataPoint } from './data-points.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
@@ -63,44 +63,56 @@ export interface CacheWrite {
 }
 
 /**
- * Stores fetched sets, each only if its row is still at the version read before the call: an
- * invalidation committed meanwhile (a change notification, a removal, a refresh) bumped it, and then the
- * answer, possibly older than the notification, is not stored as fresh. Returns the stored rows.
+ * Stores fetched sets, each only if its row is still at the version read before the call and the
+ * extract at the epoch read before it: an invalidation committed meanwhile (a change notification, a
+ * removal, a refresh, new options) moved one of them, and then the answer, possibly older than it, is not
+ * stored as fresh. Returns the stored rows.
  */
-export async function writeCache(db: Db, tenantId: string, extractKey: string, writes: readonly CacheWrite[]): Promise<{ subject_id: string; version: string; fetched_at: Date }[]> {
+export async function writeCache(db: Db, tenantId: string, extractKey: string, epoch: string, writes: readonly CacheWrite[]): Promise<{ subject_id: string; version: string; fetched_at: Date }[]> {
   if (writes.length === 0) return [];
-  return db
-    .insertInto('data_cache')
-    .values(
-      writes.map((w) => ({
-        tenant_id: tenantId,
-        extract_key: extractKey,
-        subject_id: w.subjectId,
-        subject_identifier: w.identifier,
-        points: sql<unknown[]>`cast(${JSON.stringify(w.points)} as jsonb)`,
-        fetched_at: sql<Date>`now()`,
-        stale: false,
-        version: String(w.expectedVersion === null ? 1 : BigInt(w.expectedVersion) + 1n),
-        removed_ids: w.removedIds,
-        refetch_claimed_until: null,
-      })),
-    )
-    .onConflict((oc) =>
-      oc
-        .columns(['tenant_id', 'extract_key', 'subject_id'])
-        .doUpdateSet((eb) => ({
-          subject_identifier: eb.ref('excluded.subject_identifier'),
-          points: eb.ref('excluded.points'),
-          fetched_at: eb.ref('excluded.fetched_at'),
+  return inTransaction(db, async (trx) => {
+    // FOR SHARE waits for a refresh or an options change in progress, and keeps one from committing
+    // between this check and the write.
+    const extract = await trx.selectFrom('data_extract').select('cache_epoch').where('tenant_id', '=', tenantId).where('key', '=', extractKey).forShare().executeTakeFirst();
+    if (!extract || extract.cache_epoch !== epoch) return [];
+    return trx
+      .insertInto('data_cache')
+      .values(
+        writes.map((w) => ({
+          tenant_id: tenantId,
+          extract_key: extractKey,
+          subject_id: w.subjectId,
+          subject_identifier: w.identifier,
+          points: sql<unknown[]>`cast(${JSON.stringify(w.points)} as jsonb)`,
+          fetched_at: sql<Date>`now()`,
           stale: false,
-          version: eb.ref('excluded.version'),
-          removed_ids: eb.ref('excluded.removed_ids'),
+          version: String(w.expectedVersion === null ? 1 : BigInt(w.expectedVersion) + 1n),
+          removed_ids: w.removedIds,
           refetch_claimed_until: null,
-        }))
-        .where(sql<boolean>`data_cache.version = excluded.version - 1`),
-    )
-    .returning(['subject_id', 'version', 'fetched_at'])
-    .execute() as Promise<{ subject_id: string; version: string; fetched_at: Date }[]>;
+        })),
+      )
+      .onConflict((oc) =>
+        oc
+          .columns(['tenant_id', 'extract_key', 'subject_id'])
+          .doUpdateSet((eb) => ({
+            subject_identifier: eb.ref('excluded.subject_identifier'),
+            points: eb.ref('excluded.points'),
+            fetched_at: eb.ref('excluded.fetched_at'),
+            stale: false,
+            version: eb.ref('excluded.version'),
+            removed_ids: eb.ref('excluded.removed_ids'),
+            refetch_claimed_until: null,
+          }))
+          .where(sql<boolean>`data_cache.version = excluded.version - 1`),
+      )
+      .returning(['subject_id', 'version', 'fetched_at'])
+      .execute() as Promise<{ subject_id: string; version: string; fetched_at: Date }[]>;
+  });
+}
+
+/** Moves an extract's cache epoch (refresh, new options): fetches that read the old one store nothing. */
+export async function bumpExtractEpoch(db: Db, tenantId: string, extractKey: string): Promise<void> {
+  await db.updateTable('data_extract').set({ cache_epoch: sql`cache_epoch + 1` }).where('tenant_id', '=', tenantId).where('key', '=', extractKey).execute();
 }
 
 /**
@@ -149,6 +161,7 @@ export async function flagSubject(
 
 /** Flags every cached entry of an extract stale (refresh, D10); returns how many. */
 export async function flagExtract(db: Db, tenantId: string, extractKey: string): Promise<number> {
+  await bumpExtractEpoch(db, tenantId, extractKey);
   const r = await db
     .updateTable('data_cache')
     .set({ stale: true, version: sql`version + 1`, refetch_claimed_until: null })
@@ -161,6 +174,7 @@ export async function flagExtract(db: Db, tenantId: string, extractKey: string):
 
 /** Drops an extract's cache (its options or data source changed: the cached sets answer another question). */
 export async function dropExtractCache(db: Db, tenantId: string, extractKey: string): Promise<void> {
+  await bumpExtractEpoch(db, tenantId, extractKey);
   await db.deleteFrom('data_cache').where('tenant_id', '=', tenantId).where('extract_key', '=', extractKey).execute();
 }
 
