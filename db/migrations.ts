@@ -2,6 +2,7 @@ import type { Migration } from 'kysely';
 import * as m0001 from './migrations/0001_foundation.js';
 import * as m0002 from './migrations/0002_subjects.js';
 import * as m0003 from './migrations/0003_data_cache.js';
+import * as m0004 from './migrations/0004_users.js';
 
 /**
  * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
@@ -11,4 +12,5 @@ export const migrations: Record<string, Migration> = {
   '0001_foundation': m0001,
   '0002_subjects': m0002,
   '0003_data_cache': m0003,
+  '0004_users': m0004,
 };

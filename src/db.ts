@@ -224,6 +224,7 @@ export type StructuralEntityRow = Selectable<StructuralEntityTable>;
 export type SigningKey = Selectable<SigningKeyTable>;
 export type SubjectRow = Selectable<SubjectTable>;
 export type NewSubjectValue = Insertable<SubjectValueTable>;
+export type AppUserRow = Selectable<AppUserTable>;
 export type DataSourceRow = Selectable<DataSourceTable>;
 export type DataExtractRow = Selectable<DataExtractTable>;
 export type DataCacheRow = Selectable<DataCacheTable>;

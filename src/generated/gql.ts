@@ -29,6 +29,7 @@ type Documents = {
     "\n    mutation RestUpsertSubject($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created subject { ...RestSubject } } }\n  ": typeof types.RestUpsertSubjectDocument,
     "\n    mutation RestAddSubjectLocations($input: SubjectLocationsInput!) {\n      addSubjectToStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  ": typeof types.RestAddSubjectLocationsDocument,
     "\n    mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {\n      removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  ": typeof types.RestRemoveSubjectLocationsDocument,
+    "\n    query RestUsers($searchTerm: String, $includeInactive: Boolean, $withAccessToSubjectId: ID, $first: Int) {\n      users(searchTerm: $searchTerm, includeInactive: $includeInactive, withAccessToSubjectId: $withAccessToSubjectId, first: $first) {\n        edges { node { id displayName } }\n      }\n    }\n  ": typeof types.RestUsersDocument,
 };
 const documents: Documents = {
     "\n    mutation RestRefreshDataSet($input: RefreshDataSetInput!) { refreshDataSet(input: $input) { dataExtractKey flaggedEntries } }\n  ": types.RestRefreshDataSetDocument,
@@ -46,6 +47,7 @@ const documents: Documents = {
     "\n    mutation RestUpsertSubject($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created subject { ...RestSubject } } }\n  ": types.RestUpsertSubjectDocument,
     "\n    mutation RestAddSubjectLocations($input: SubjectLocationsInput!) {\n      addSubjectToStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  ": types.RestAddSubjectLocationsDocument,
     "\n    mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {\n      removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  ": types.RestRemoveSubjectLocationsDocument,
+    "\n    query RestUsers($searchTerm: String, $includeInactive: Boolean, $withAccessToSubjectId: ID, $first: Int) {\n      users(searchTerm: $searchTerm, includeInactive: $includeInactive, withAccessToSubjectId: $withAccessToSubjectId, first: $first) {\n        edges { node { id displayName } }\n      }\n    }\n  ": types.RestUsersDocument,
 };
 
 /**
@@ -122,6 +124,10 @@ export function graphql(source: "\n    mutation RestAddSubjectLocations($input: 
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n    mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {\n      removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  "): (typeof documents)["\n    mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {\n      removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }\n    }\n  "];
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n    query RestUsers($searchTerm: String, $includeInactive: Boolean, $withAccessToSubjectId: ID, $first: Int) {\n      users(searchTerm: $searchTerm, includeInactive: $includeInactive, withAccessToSubjectId: $withAccessToSubjectId, first: $first) {\n        edges { node { id displayName } }\n      }\n    }\n  "): (typeof documents)["\n    query RestUsers($searchTerm: String, $includeInactive: Boolean, $withAccessToSubjectId: ID, $first: Int) {\n      users(searchTerm: $searchTerm, includeInactive: $includeInactive, withAccessToSubjectId: $withAccessToSubjectId, first: $first) {\n        edges { node { id displayName } }\n      }\n    }\n  "];
 
 export function graphql(source: string) {
   return (documents as any)[source] ?? {};

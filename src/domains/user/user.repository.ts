@@ -1,6 +1,8 @@
+import { type SqlBool, sql } from 'kysely';
 import type { UserReference } from '../../custom-fields.js';
-import type { Db } from '../../db.js';
+import type { AppUserRow, Db } from '../../db.js';
 import type { ErrorCollector } from '../../errors.js';
+import { matchesTerm } from '../../search.js';
 
 /** Reports every UserIdentifier value that names no user of the tenant (D7), in one query. */
 export async function reportUnknownUsers(db: Db, tenantId: string, refs: readonly UserReference[], errors: ErrorCollector): Promise<void> {
@@ -8,4 +10,76 @@ export async function reportUnknownUsers(db: Db, tenantId: string, refs: readonl
   const rows = await db.selectFrom('app_user').select('id').where('tenant_id', '=', tenantId).where('id', 'in', [...new Set(refs.map((r) => r.userId))]).execute();
   const known = new Set(rows.map((r) => r.id));
   for (const r of refs) if (!known.has(r.userId)) errors.add(r.path, `Unknown user '${r.userId}'.`);
+}
+
+/** D9 filters of the users list. */
+export interface UserFilters {
+  searchTerm?: string | null | undefined;
+  includeInactive?: boolean | null | undefined;
+  /** A subject's UUID: users of groups on one of its locations or an ancestor of one. */
+  withAccessToSubjectId?: string | null | undefined;
+}
+
+/** The tenant's users matching the filters, as `u`; the caller orders and pages. */
+export function userListQuery(db: Db, tenantId: string, f: UserFilters) {
+  let q = db.selectFrom('app_user as u').where('u.tenant_id', '=', tenantId);
+  if (!f.includeInactive) q = q.where('u.active', '=', true);
+  if (f.searchTerm) q = q.where(matchesTerm(f.searchTerm, sql.ref('u.display_name')));
+  const subjectId = f.withAccessToSubjectId;
+  if (subjectId) {
+    // The subject's locations and all their ancestors (`path` holds the ancestors' ids), once.
+    const reach = sql`array(
+      SELECT r FROM subject_location l
+      JOIN structural_entity e ON e.tenant_id = l.tenant_id AND e.id = l.structural_entity_id
+      CROSS JOIN LATERAL unnest(e.path || e.id) AS r
+      WHERE l.tenant_id = ${tenantId} AND l.subject_id = ${subjectId})`;
+    q = q.where((eb) =>
+      eb.exists(
+        eb
+          .selectFrom('app_user_group as ug')
+          .innerJoin('user_group_structural_entity as g', (j) => j.onRef('g.tenant_id', '=', 'ug.tenant_id').onRef('g.group_key', '=', 'ug.group_key'))
+          .select(sql`1`.as('one'))
+          .whereRef('ug.tenant_id', '=', 'u.tenant_id')
+          .whereRef('ug.user_id', '=', 'u.id')
+          .where(sql<SqlBool>`g.structural_entity_id = ANY(${reach})`),
+      ),
+    );
+  }
+  return q;
+}
+
+export async function countUsers(db: Db, tenantId: string, f: UserFilters): Promise<number> {
+  const r = await userListQuery(db, tenantId, f).select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+  return Number(r.n);
+}
+
+export async function findUsersByIds(db: Db, tenantId: string, ids: readonly string[]): Promise<AppUserRow[]> {
+  if (ids.length === 0) return [];
+  return db.selectFrom('app_user').selectAll().where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
+}
+
+/** The groups of several users in one query. */
+export async function findGroupsOfUsers(db: Db, tenantId: string, userIds: readonly string[]) {
+  if (userIds.length === 0) return [];
+  return db
+    .selectFrom('app_user_group as ug')
+    .innerJoin('user_group as g', (j) => j.onRef('g.tenant_id', '=', 'ug.tenant_id').onRef('g.key', '=', 'ug.group_key'))
+    .select(['ug.user_id', 'g.key', 'g.name'])
+    .where('ug.tenant_id', '=', tenantId)
+    .where('ug.user_id', 'in', userIds)
+    .orderBy('g.key')
+    .execute();
+}
+
+/** The structural entity keys of several groups in one query. */
+export async function findEntityKeysOfGroups(db: Db, tenantId: string, groupKeys: readonly string[]) {
+  if (groupKeys.length === 0) return [];
+  return db
+    .selectFrom('user_group_structural_entity as g')
+    .innerJoin('structural_entity as e', (j) => j.onRef('e.tenant_id', '=', 'g.tenant_id').onRef('e.id', '=', 'g.structural_entity_id'))
+    .select(['g.group_key', 'e.key'])
+    .where('g.tenant_id', '=', tenantId)
+    .where('g.group_key', 'in', groupKeys)
+    .orderBy('e.key')
+    .execute();
 }

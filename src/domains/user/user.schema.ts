@@ -1,0 +1,123 @@
+import { type ArgBuilder, createContextCache } from '@pothos/core';
+import DataLoader from 'dataloader';
+import { sql } from 'kysely';
+import { type Types, builder } from '../../builder.js';
+import { orderArgs, pageComplexity } from '../../connections.js';
+import type { Context } from '../../context.js';
+import type { AppUserRow } from '../../db.js';
+import { NotFoundError, ValidationError } from '../../errors.js';
+import { type PageArgs, type SortKey, paginate } from '../../paging.js';
+import { StructuralEntityRef } from '../structural-entity/structural-entity.schema.js';
+import { SubjectRef, subjectUuid } from '../subject/subject.schema.js';
+import { type UserFilters, countUsers, findEntityKeysOfGroups, findGroupsOfUsers, findUsersByIds, userListQuery } from './user.repository.js';
+
+interface Group {
+  key: string;
+  name: string;
+}
+
+/** Groups of every user on a page in one query. */
+const groupsLoader = createContextCache(
+  (ctx: Context) =>
+    new DataLoader<string, Group[]>(async (ids) => {
+      const rows = await findGroupsOfUsers(ctx.db, ctx.principal.tenantId, ids);
+      return ids.map((id) => rows.filter((r) => r.user_id === id).map(({ key, name }) => ({ key, name })));
+    }),
+);
+
+/** Structural entity keys of every group asked for in one query. */
+const groupEntitiesLoader = createContextCache(
+  (ctx: Context) =>
+    new DataLoader<string, string[]>(async (keys) => {
+      const rows = await findEntityKeysOfGroups(ctx.db, ctx.principal.tenantId, keys);
+      return keys.map((k) => rows.filter((r) => r.group_key === k).map((r) => r.key));
+    }),
+);
+
+const UserGroupRef = builder.objectRef<Group>('UserGroup').implement({
+  fields: (t) => ({
+    key: t.exposeString('key'),
+    name: t.exposeString('name'),
+    structuralEntities: t.field({
+      type: [StructuralEntityRef],
+      nullable: true,
+      description: 'The entities whose subjects (and those of every entity below them) the group\'s users may see (D9).',
+      authScopes: { permission: 'List:StructuralEntity' },
+      resolve: (g, _args, ctx) => groupEntitiesLoader(ctx).load(g.key),
+    }),
+  }),
+});
+
+export const UserRef = builder.loadableObject('User', {
+  load: (ids: string[], ctx: Context) => findUsersByIds(ctx.db, ctx.principal.tenantId, ids),
+  sort: (u) => u.id,
+  fields: (t) => ({
+    id: t.exposeString('id'),
+    displayName: t.exposeString('display_name'),
+    email: t.exposeString('email', { nullable: true }),
+    active: t.exposeBoolean('active'),
+    groups: t.field({ type: [UserGroupRef], resolve: (u, _args, ctx) => groupsLoader(ctx).load(u.id) }),
+  }),
+});
+
+const UserConnection = builder.connectionObject({ type: UserRef, name: 'UserConnection' });
+
+/** D9: by displayName (ordinal), ties by id; `Id` on request. */
+function userSort(orderBy: string | null | undefined): SortKey {
+  const id = { id: sql.ref('u.id'), idType: 'text' as const, type: 'text' as const, nullable: false };
+  const name = (orderBy ?? 'DisplayName').toLowerCase();
+  if (name === 'displayname') return { name: 'DisplayName', value: sql.ref('u.display_name'), ...id };
+  if (name === 'id') return { name: 'Id', value: sql.ref('u.id'), ...id };
+  throw ValidationError.at('orderBy', `Unknown OrderBy '${orderBy}'. Use DisplayName or Id.`);
+}
+
+/** One page of users: behind `users`, `Subject.usersWithAccess` and REST's list (D9). */
+export async function listUsers(ctx: Context, input: UserFilters, args: PageArgs) {
+  const sort = userSort(args.orderBy);
+  const filters: UserFilters = { ...input };
+  if (input.withAccessToSubjectId) {
+    const subject = await SubjectRef.getDataloader(ctx).load(subjectUuid(input.withAccessToSubjectId)).catch(() => null);
+    if (!subject) throw new NotFoundError('No subject has this id.');
+    filters.withAccessToSubjectId = subject.id;
+  }
+  const { tenantId } = ctx.principal;
+  return paginate<AppUserRow>({ list: 'user', query: userListQuery(ctx.db, tenantId, filters).selectAll('u'), count: () => countUsers(ctx.db, tenantId, filters), sort, args });
+}
+
+const userFilterArgs = (arg: ArgBuilder<Types>) => ({
+  searchTerm: arg.string({ description: 'Case-insensitive, typo-tolerant, on the display name.' }),
+  includeInactive: arg.boolean({ description: 'Inactive users too (default: active only).' }),
+});
+
+builder.queryFields((t) => ({
+  users: t.connection(
+    {
+      type: UserRef,
+      nullable: true,
+      complexity: pageComplexity,
+      authScopes: { permission: 'List:User' },
+      args: {
+        ...userFilterArgs(t.arg),
+        withAccessToSubjectId: t.arg.id({ description: 'Only users of groups on one of the subject\'s locations or an ancestor of one (UUID or global id).' }),
+        ...orderArgs(t.arg),
+      },
+      resolve: (_root, args, ctx) => listUsers(ctx, args, args),
+    },
+    UserConnection,
+  ),
+}));
+
+builder.objectField(SubjectRef, 'usersWithAccess', (t) =>
+  t.connection(
+    {
+      type: UserRef,
+      nullable: true,
+      complexity: pageComplexity,
+      description: 'Users of groups on one of the subject\'s locations or an ancestor of one (D9).',
+      authScopes: { permission: 'List:User' },
+      args: { ...userFilterArgs(t.arg), ...orderArgs(t.arg) },
+      resolve: (s, args, ctx) => listUsers(ctx, { ...args, withAccessToSubjectId: s.id }, args),
+    },
+    UserConnection,
+  ),
+);
