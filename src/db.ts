@@ -317,33 +317,39 @@ async function listenPostgres(url: string, channel: string, h: NotificationHandl
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   const connect = async () => {
-    const client = new pg.Client({ connectionString: url, application_name: 'ssdi-listener' });
-    let dropped = false;
-    const drop = () => {
-      if (dropped) return;
-      dropped = true;
-      client.removeAllListeners('notification');
-      if (current === client) {
-        current = undefined;
-        h.disconnected();
-      }
-      client.end().catch(() => {});
-      if (!closed) retry(250);
-    };
-    client.on('error', drop);
-    client.on('end', drop);
+    // keepAlive and a periodic query detect a connection that died silently (an idle timeout on the
+    // way): an unnoticed dead listener would leave the in-process cache on without invalidations.
+    const client = new pg.Client({ connectionString: url, application_name: 'ssdi-listener', keepAlive: true, query_timeout: LISTENER_PROBE_TIMEOUT_MS });
     client.on('notification', (n) => {
       if (n.channel === channel) h.message(n.payload ?? '');
     });
+    const failed = () => {
+      client.removeAllListeners();
+      client.on('error', () => {});
+      client.end().catch(() => {});
+    };
     try {
       await client.connect();
       await client.query(`LISTEN ${client.escapeIdentifier(channel)}`);
     } catch (e) {
-      client.removeAllListeners('end');
-      client.end().catch(() => {});
+      failed();
       throw e;
     }
     if (closed) return void client.end().catch(() => {});
+    // Handlers for a drop only once connected, so a failed attempt schedules exactly one retry.
+    let probe: NodeJS.Timeout | undefined;
+    const drop = () => {
+      if (current !== client) return;
+      current = undefined;
+      clearInterval(probe);
+      failed();
+      h.disconnected();
+      if (!closed) retry(250);
+    };
+    client.on('error', drop);
+    client.on('end', drop);
+    probe = setInterval(() => void client.query('SELECT 1').catch(drop), LISTENER_PROBE_MS);
+    probe.unref();
     current = client;
     h.connected();
   };
@@ -358,10 +364,17 @@ async function listenPostgres(url: string, channel: string, h: NotificationHandl
       clearTimeout(timer);
       const c = current;
       current = undefined;
-      await c?.end();
+      if (c) {
+        c.removeAllListeners();
+        c.on('error', () => {});
+        await c.end().catch(() => {});
+      }
     },
   };
 }
+
+const LISTENER_PROBE_MS = 15_000;
+const LISTENER_PROBE_TIMEOUT_MS = 5_000;
 
 /** Runs pending migrations; throws with the failing migration's name. */
 export async function migrateToLatest(db: Db): Promise<string[]> {

@@ -90,12 +90,13 @@ describe('two instances on one database', () => {
     }
     const id = t.subjects.get('E-01')!;
     await valuesVia(onB, id);
+    const listeners = async () =>
+      Number((await sql<{ n: string }>`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'ssdi-listener' AND datname = current_database()`.execute(a.handle.db)).rows[0]!.n);
+    const before = await listeners();
+    expect(before).toBeGreaterThanOrEqual(2);
     await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'ssdi-listener' AND datname = current_database()`.execute(a.handle.db);
     // While B is without its listener, it serves nothing from its in-process cache; once reconnected it listens again.
-    await eventually(async () => {
-      const r = await sql<{ n: string }>`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'ssdi-listener' AND datname = current_database()`.execute(a.handle.db);
-      return Number(r.rows[0]!.n) === 2;
-    });
+    await eventually(async () => (await listeners()) === before);
     await valuesVia(onB, id);
     provider.version = 100;
     await t.provider.post('/connector-dataprovider/api/v1/dataChange/creationOrUpdate', { SubjectIdentifier: 'E-01', DataExtractsOptionsValuesFilter: {} });

@@ -31,8 +31,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addForeignKeyConstraint('data_cache_extract_fk', ['tenant_id', 'extract_key'], 'data_extract', ['tenant_id', 'key'], (c) => c.onDelete('cascade'))
     .addForeignKeyConstraint('data_cache_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) => c.onDelete('cascade'))
     .execute();
-  // The background re-fetch looks for flagged rows that hold data.
-  await sql`CREATE INDEX data_cache_flagged_idx ON data_cache (tenant_id, extract_key) WHERE stale AND points IS NOT NULL`.execute(db);
+  // The background re-fetch looks for flagged rows that hold data whose claim has lapsed: rows a failing
+  // provider leaves claimed are skipped by the index, not rescanned.
+  await sql`CREATE INDEX data_cache_flagged_idx ON data_cache ((coalesce(refetch_claimed_until, '-infinity'::timestamptz))) WHERE stale AND points IS NOT NULL`.execute(db);
   // Subjects are deleted through their key; the cascade finds their rows by this index.
   await db.schema.createIndex('data_cache_subject_idx').on('data_cache').columns(['tenant_id', 'subject_id']).execute();
 }

@@ -58,8 +58,13 @@ interface Want {
 }
 
 interface InFlight {
-  /** The row version the fetch will store against: only readers that saw the same version may share it. */
+  /**
+   * What the fetch will store against (row version, extract epoch) and the identifier it asked for: only
+   * readers that saw the same may share it, so nothing invalidated since it started is shared as fresh.
+   */
   version: string | null;
+  epoch: string;
+  identifier: string;
   outcome: Promise<Outcome>;
 }
 
@@ -67,6 +72,8 @@ const CLAIM_BATCH = 200;
 const CLAIM_LEASE_SECONDS = 120;
 const SWEEP_INTERVAL_MS = 30_000;
 const DELIVERY_WAIT_MS = 2_000;
+const MAX_SUBJECTS_PAYLOAD = 6_000;
+const CLOSE_WAIT_MS = 5_000;
 
 /**
  * The two-level data point cache of D10, one per service instance.
@@ -147,7 +154,8 @@ export class DataCache {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
-    await this.sweeping?.catch(() => {});
+    // The sweep stops at its next step; a provider call in it may take long, so waiting is bounded.
+    await Promise.race([this.sweeping?.catch(() => {}), new Promise((r) => setTimeout(r, CLOSE_WAIT_MS).unref())]);
     await this.listener?.close();
   }
 
@@ -186,7 +194,7 @@ export class DataCache {
         continue;
       }
       const flying = this.inflight.get(cacheKey(tenantId, extract.key, s.id));
-      if (flying && flying.version === (row?.version ?? null)) {
+      if (flying && flying.version === (row?.version ?? null) && flying.epoch === extract.cache_epoch && flying.identifier === s.identifier) {
         shared.push([s.id, flying.outcome]);
         continue;
       }
@@ -223,9 +231,12 @@ export class DataCache {
           (m) => m.get(w.subject.id)!,
           (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
         );
-        const entry = { version: w.expectedVersion, outcome };
-        this.inflight.set(key, entry);
-        void outcome.finally(() => this.inflight.get(key) === entry && this.inflight.delete(key));
+        // Background re-fetches wait in a queue (the bulkhead): readers do not wait behind them.
+        if (!limit) {
+          const entry = { version: w.expectedVersion, epoch: extract.cache_epoch, identifier: w.subject.identifier, outcome };
+          this.inflight.set(key, entry);
+          void outcome.finally(() => this.inflight.get(key) === entry && this.inflight.delete(key));
+        }
         outcomes.set(w.subject.id, outcome);
       }
     }
@@ -300,9 +311,13 @@ export class DataCache {
     let sent: { m: string; inv: Invalidation; delivered: Promise<void> }[] = [];
     try {
       const result = await inTransaction(this.db, async (trx) => {
+        // A deadlock retry runs again: the rolled-back attempt's notifications never come.
+        for (const s of sent) this.waiters.delete(s.m);
         sent = [];
-        return fn(trx, async (inv) => {
+        return fn(trx, async (given) => {
           const m = randomUUID();
+          // NOTIFY payloads are limited to 8000 bytes: many subjects become "the whole extract".
+          const inv = given.s !== null && JSON.stringify(given.s).length > MAX_SUBJECTS_PAYLOAD ? { ...given, s: null } : given;
           // Registered before the commit: the notification may arrive before the commit's answer does.
           const delivered = new Promise<void>((resolve) => this.waiters.set(m, resolve));
           sent.push({ m, inv, delivered });
@@ -314,7 +329,12 @@ export class DataCache {
         await Promise.all(
           sent.map((s) =>
             Promise.race([s.delivered, new Promise<void>((r) => setTimeout(r, DELIVERY_WAIT_MS).unref())]).then(() => {
-              if (this.waiters.has(s.m)) this.log.warn({ extract: s.inv.x }, 'own cache invalidation not received in time');
+              if (!this.waiters.has(s.m)) return;
+              // The listener did not hear its own notification: it may be hearing nothing. Off with the
+              // in-process cache until a notification arrives again.
+              this.coherent = false;
+              this.lru?.clear();
+              this.log.warn({ extract: s.inv.x }, 'own cache invalidation not received in time; in-process cache off until the listener hears again');
             }),
           ),
         );
@@ -330,10 +350,18 @@ export class DataCache {
     let msg: Invalidation & { m?: string };
     try {
       msg = JSON.parse(payload) as Invalidation & { m?: string };
+      const ok = typeof msg === 'object' && msg !== null && typeof msg.t === 'string' && typeof msg.x === 'string' &&
+        (msg.s === null || (Array.isArray(msg.s) && msg.s.every((x) => typeof x === 'string')));
+      if (!ok) throw new Error('unexpected shape');
     } catch {
+      // Not understood (another version of the service?): forget everything rather than guess.
+      this.lru?.clear();
+      for (const k of this.generations.keys()) this.generations.set(k, (this.generations.get(k) ?? 0) + 1);
+      this.log.warn('cache invalidation of unknown shape: in-process cache cleared');
       return;
     }
     this.apply(msg);
+    if (this.listener) this.coherent = true;
     const waiter = msg.m ? this.waiters.get(msg.m) : undefined;
     if (waiter) {
       this.waiters.delete(msg.m!);

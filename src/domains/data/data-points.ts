@@ -49,6 +49,9 @@ export function pointValueProblem(type: PointType, value: unknown): string | und
   }
 }
 
+// PostgreSQL cannot store U+0000 in text or jsonb: an answer holding it fails (P34), never half-stored.
+const text = z.string().refine((v) => !v.includes('\u0000'), 'Must not contain U+0000.');
+
 const pointType = z.string().transform((name, ctx) => {
   // Matched case-insensitively, like data type names in sent custom field values (D5).
   const t = POINT_TYPES.find((p) => p.toLowerCase() === name.toLowerCase());
@@ -61,8 +64,8 @@ const pointType = z.string().transform((name, ctx) => {
 
 const itemSchema = z
   .object({
-    Key: z.string().min(1, 'Key must not be empty.'),
-    Value: z.object({ DataType: pointType, Value: z.union([z.string(), z.number(), z.boolean(), z.null()]).optional() }),
+    Key: text.min(1, 'Key must not be empty.'),
+    Value: z.object({ DataType: pointType, Value: z.union([text, z.number(), z.boolean(), z.null()]).optional() }),
   })
   .transform((item, ctx): DataPointItem => {
     const value = item.Value.Value ?? null;
@@ -73,8 +76,8 @@ const itemSchema = z
 
 /** A data point as the contract shapes it, validated item by item (provider answers, change notifications). */
 export const DataPointSchema = z.object({
-  Id: z.string().min(1, 'Id must not be empty.'),
-  SubjectIdentifier: z.string().min(1, 'SubjectIdentifier must not be empty.'),
+  Id: text.min(1, 'Id must not be empty.'),
+  SubjectIdentifier: text.min(1, 'SubjectIdentifier must not be empty.'),
   DataPointItems: z.array(itemSchema),
 });
 

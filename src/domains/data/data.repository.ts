@@ -73,12 +73,20 @@ export async function writeCache(db: Db, tenantId: string, extractKey: string, e
   return inTransaction(db, async (trx) => {
     // FOR SHARE waits for a refresh or an options change in progress, and keeps one from committing
     // between this check and the write.
-    const extract = await trx.selectFrom('data_extract').select('cache_epoch').where('tenant_id', '=', tenantId).where('key', '=', extractKey).forShare().executeTakeFirst();
+    // SKIP LOCKED: while a refresh or a tenant file holds the extract, the answer is served, not stored.
+    const extract = await trx
+      .selectFrom('data_extract')
+      .select('cache_epoch')
+      .where('tenant_id', '=', tenantId)
+      .where('key', '=', extractKey)
+      .forShare()
+      .skipLocked()
+      .executeTakeFirst();
     if (!extract || extract.cache_epoch !== epoch) return [];
     return trx
       .insertInto('data_cache')
       .values(
-        writes.map((w) => ({
+        [...writes].sort((a, b) => (a.subjectId < b.subjectId ? -1 : a.subjectId > b.subjectId ? 1 : 0)).map((w) => ({
           tenant_id: tenantId,
           extract_key: extractKey,
           subject_id: w.subjectId,
@@ -124,15 +132,17 @@ export async function flagSubject(
   db: Db,
   tenantId: string,
   extractKeys: readonly string[],
-  subjectId: string,
+  subjectIds: readonly string[],
   removedIds: readonly string[],
   recreatedIds: readonly string[],
 ): Promise<void> {
-  if (extractKeys.length === 0) return;
+  if (extractKeys.length === 0 || subjectIds.length === 0) return;
+  // Rows in key order, as writeCache writes them: concurrent writers lock in one order.
+  const keys = [...extractKeys].sort().flatMap((k) => [...subjectIds].sort().map((id) => [k, id] as const));
   await db
     .insertInto('data_cache')
     .values(
-      extractKeys.map((k) => ({
+      keys.map(([k, subjectId]) => ({
         tenant_id: tenantId,
         extract_key: k,
         subject_id: subjectId,
@@ -172,12 +182,6 @@ export async function flagExtract(db: Db, tenantId: string, extractKey: string):
   return Number(r.numUpdatedRows);
 }
 
-/** Drops an extract's cache (its options or data source changed: the cached sets answer another question). */
-export async function dropExtractCache(db: Db, tenantId: string, extractKey: string): Promise<void> {
-  await bumpExtractEpoch(db, tenantId, extractKey);
-  await db.deleteFrom('data_cache').where('tenant_id', '=', tenantId).where('extract_key', '=', extractKey).execute();
-}
-
 /**
  * Claims up to `limit` flagged entries that hold data for a background re-fetch, skipping rows another
  * instance is claiming at this moment; a claim lapses after `leaseSeconds` (an instance that died).
@@ -194,7 +198,7 @@ export async function claimFlagged(db: Db, limit: number, leaseSeconds: number):
           .select(['f.tenant_id', 'f.extract_key', 'f.subject_id'])
           .where('f.stale', '=', true)
           .where('f.points', 'is not', null)
-          .where((w) => w.or([w('f.refetch_claimed_until', 'is', null), w('f.refetch_claimed_until', '<', sql<Date>`now()`)]))
+          .where(sql<boolean>`coalesce(f.refetch_claimed_until, '-infinity') < now()`)
           .limit(limit)
           .forUpdate()
           .skipLocked() as never,

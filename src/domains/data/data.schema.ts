@@ -153,6 +153,7 @@ DataExtractRef.implement({
         nullable: true,
         complexity: pageComplexity,
         description: `Data points of the given subjects (UUIDs or global ids, at most ${MAX_PAGE_SIZE}) in one list.`,
+        authScopes: { permission: 'View:DataExtract' },
         args: { subjectIds: t.arg.idList({ description: 'Required: the subjects whose data points to list; ids naming no subject are ignored.' }), ...pointArgs(t.arg) },
         resolve: async (extract, args, ctx) => {
           const ids = args.subjectIds;
@@ -212,7 +213,9 @@ const RefreshDataSetPayload = builder.objectRef<{ dataExtractKey: string; flagge
 });
 
 const DataExtractPayload = builder.objectRef<{ dataExtract: DataExtractRow }>('DataExtractPayload').implement({
-  fields: (t) => ({ dataExtract: t.field({ type: DataExtractRef, resolve: (p) => p.dataExtract.key }) }),
+  fields: (t) => ({
+    dataExtract: t.field({ type: DataExtractRef, nullable: true, authScopes: { permission: 'View:DataExtract' }, resolve: (p) => p.dataExtract.key }),
+  }),
 });
 
 const DataPointValueInput = builder.inputType('DataPointValueInput', {

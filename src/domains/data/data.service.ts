@@ -7,7 +7,6 @@ import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../structural-entity/structural
 import { loadSubjectConfig } from '../subject/subject.repository.js';
 import { type DataPoint, POINT_TYPES, pointValueProblem } from './data-points.js';
 import {
-  dropExtractCache,
   findDataSource,
   findExtracts,
   findExtractsOfInboundClient,
@@ -125,7 +124,7 @@ export async function reportDataChange(ctx: Context, input: DataChangeInput): Pr
     for (const x of extracts) {
       const subjectIds = subjectsBySource.get(x.data_source_key) ?? [];
       if (subjectIds.length === 0) continue;
-      for (const id of subjectIds) await flagSubject(trx, tenantId, [x.key], id, removed, recreated);
+      await flagSubject(trx, tenantId, [x.key], subjectIds, removed, recreated);
       await publish({ t: tenantId, x: x.key, s: subjectIds });
     }
   });
@@ -155,7 +154,7 @@ export interface ExtractInput {
 
 /**
  * Creates (Create:DataExtract) or updates (Edit:DataExtract) a data extract. A change of its options or
- * data source drops its cached data: the cached sets answer another question.
+ * data source flags its cached data stale and re-fetches it (P37): the cached sets answered another question.
  */
 export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: 'create' | 'update'): Promise<DataExtractRow> {
   requirePermission(ctx.principal, mode === 'create' ? 'Create:DataExtract' : 'Edit:DataExtract');
@@ -204,7 +203,7 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
       .returningAll()
       .executeTakeFirstOrThrow();
     if (next.data_source_key !== existing.data_source_key || !isDeepStrictEqual(next.options, existing.options)) {
-      await dropExtractCache(trx, tenantId, input.key);
+      await flagExtract(trx, tenantId, input.key);
       await publish({ t: tenantId, x: input.key, s: null });
     }
     return updated;

@@ -136,20 +136,23 @@ export class ProviderClient {
 
   private async attempt(source: ProviderSource, body: unknown, signal: AbortSignal) {
     try {
-      let token = await this.token(source, signal);
+      let token = await this.token(source);
       let res = await this.post(source, body, token, signal);
       if (res.status === 401 && token !== undefined) {
         // The provider no longer accepts the cached token (rotated, revoked): a new one, once.
-        this.tokens.delete(tokenKey(source));
-        token = await this.token(source, signal);
+        await discard(res);
+        await this.dropToken(source, token);
+        token = await this.token(source);
         res = await this.post(source, body, token, signal);
       }
       if (res.status === 429 || res.status >= 500) {
-        const wait = retryAfter(res.headers.get('retry-after'));
-        // A Retry-After longer than one attempt may take is not waited for: the call fails now.
-        throw new ProviderError(`The provider answered ${res.status}.`, wait === undefined || wait <= this.policy.timeoutMs, wait);
+        await discard(res);
+        throw this.transient(`The provider answered ${res.status}.`, res);
       }
-      if (res.status !== 200) throw new ProviderError(`The provider answered ${res.status}.`, false);
+      if (res.status !== 200) {
+        await discard(res);
+        throw new ProviderError(`The provider answered ${res.status}.`, false);
+      }
       let json: unknown;
       try {
         json = await res.json();
@@ -179,8 +182,25 @@ export class ProviderClient {
     });
   }
 
-  /** The data source's access token; concurrent callers share one token request. */
-  private async token(source: ProviderSource, signal: AbortSignal): Promise<string | undefined> {
+  /** A retryable failure, unless its Retry-After is longer than one attempt may take (then it fails now, P35). */
+  private transient(message: string, res: Response): ProviderError {
+    const wait = retryAfter(res.headers.get('retry-after'));
+    return new ProviderError(message, wait === undefined || wait <= this.policy.timeoutMs, wait);
+  }
+
+  /** Forgets a token the provider refused, unless a newer one replaced it already. */
+  private async dropToken(source: ProviderSource, refused: string): Promise<void> {
+    const key = tokenKey(source);
+    const pending = this.tokens.get(key);
+    const cached = await pending?.catch(() => undefined);
+    if (this.tokens.get(key) === pending && (!cached || cached.value === refused)) this.tokens.delete(key);
+  }
+
+  /**
+   * The data source's access token; concurrent callers share one token request, which has its own time
+   * limit (one caller's attempt running out of time must not fail the others').
+   */
+  private async token(source: ProviderSource): Promise<string | undefined> {
     if (!source.tokenUrl || !source.clientId) return undefined;
     const key = tokenKey(source);
     let pending = this.tokens.get(key);
@@ -191,7 +211,7 @@ export class ProviderClient {
       pending = this.tokens.get(key);
     }
     if (!pending) {
-      pending = this.requestToken(source, source.tokenUrl, source.clientId, signal);
+      pending = this.requestToken(source, source.tokenUrl, source.clientId, AbortSignal.timeout(this.policy.timeoutMs));
       this.tokens.set(key, pending);
       // A failed request is not cached: the next call asks again.
       pending.catch(() => this.tokens.get(key) === pending && this.tokens.delete(key));
@@ -213,7 +233,10 @@ export class ProviderClient {
     } catch (e) {
       throw new ProviderError(`The provider's token endpoint could not be reached: ${(e as Error).message}`, true);
     }
-    if (res.status === 429 || res.status >= 500) throw new ProviderError(`The provider's token endpoint answered ${res.status}.`, true, retryAfter(res.headers.get('retry-after')));
+    if (res.status === 429 || res.status >= 500) {
+      await discard(res);
+      throw this.transient(`The provider's token endpoint answered ${res.status}.`, res);
+    }
     try {
       const t = await oauth.processClientCredentialsResponse(as, client, res);
       const ttl = (t.expires_in ?? 3600) * 1000;
@@ -223,6 +246,11 @@ export class ProviderClient {
       throw new ProviderError(`The provider's token endpoint refused the client: ${(e as Error).message}`, false);
     }
   }
+}
+
+/** Releases an unread body, so its connection returns to the pool now rather than at garbage collection. */
+async function discard(res: Response): Promise<void> {
+  await res.body?.cancel().catch(() => {});
 }
 
 function tokenKey(s: ProviderSource): string {

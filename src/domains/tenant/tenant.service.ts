@@ -4,7 +4,7 @@ import { type Db, inTransaction } from '../../db.js';
 import { ConflictError, ValidationError } from '../../errors.js';
 import { hashSecret, verifySecret } from '../auth/secrets.js';
 import type { SecretBox } from '../data/secret-box.js';
-import { dropExtractCache, notifyInvalidation } from '../data/data.repository.js';
+import { flagExtract, notifyInvalidation } from '../data/data.repository.js';
 import { upsertStructuralEntity } from '../structural-entity/structural-entity.service.js';
 import { reindexSubjects } from '../subject/subject.service.js';
 import { type KnownKeys, type TenantConfig, type TenantFile, fileRules, jsonPath, referenceRules, tenantFileSchema } from './tenant-config.js';
@@ -314,7 +314,17 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       .execute();
   }
 
+  // D3: an apply never deletes cached data; what it changes about a provider flags its entries stale.
+  const changedSources = new Set<string>();
   for (const d of t.dataSources) {
+    const before = await db
+      .selectFrom('data_source')
+      .select(['get_data_points_url', 'token_url', 'client_id', 'scope', 'subject_identifier'])
+      .where('tenant_id', '=', tenantId)
+      .where('key', '=', d.key)
+      .executeTakeFirst();
+    const after = { get_data_points_url: d.getDataPointsUrl, token_url: d.tokenUrl ?? null, client_id: d.clientId ?? null, scope: d.scope ?? null, subject_identifier: d.subjectIdentifier };
+    if (before && !isDeepStrictEqual(before, after)) changedSources.add(d.key);
     const row = {
       tenant_id: tenantId,
       key: d.key,
@@ -336,9 +346,10 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
   for (const x of t.dataExtracts) {
     const row = { tenant_id: tenantId, key: x.key, name: x.name, data_source_key: x.dataSourceKey, options: x.options };
     const before = await db.selectFrom('data_extract').select(['data_source_key', 'options']).where('tenant_id', '=', tenantId).where('key', '=', x.key).executeTakeFirst();
-    if (before && (before.data_source_key !== x.dataSourceKey || !isDeepStrictEqual(before.options, x.options))) {
-      // The cached sets answer the old question: dropped, and every instance's in-process copy with them.
-      await dropExtractCache(db, tenantId, x.key);
+    if (before && (before.data_source_key !== x.dataSourceKey || !isDeepStrictEqual(before.options, x.options) || changedSources.has(before.data_source_key))) {
+      // The cached sets answered another question: stale (served only if the provider fails) and
+      // re-fetched, on every instance (P37).
+      await flagExtract(db, tenantId, x.key);
       await notifyInvalidation(db, JSON.stringify({ t: tenantId, x: x.key, s: null }));
     }
     await db
