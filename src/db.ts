@@ -1,4 +1,4 @@
-import { promises as fs } from 'node:fs';
+import { promises as fs, unlinkSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { createPgConfig } from '@electric-sql/pglite/node-postgres';
@@ -279,8 +279,63 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     return { db, kind: 'postgres', listen: (channel, handlers) => listenPostgres(url, channel, handlers), close: () => db.destroy() };
   }
   await fs.mkdir(opts.dataDir, { recursive: true });
-  const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm } });
-  return await wrapPglite(pglite, opts);
+  const release = await lockDataDir(opts.dataDir);
+  try {
+    const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm } });
+    const handle = await wrapPglite(pglite, opts);
+    return { ...handle, close: () => handle.close().finally(release) };
+  } catch (e) {
+    await release();
+    throw e;
+  }
+}
+
+/** Raised when another live process holds the embedded database. */
+export class DataDirLockedError extends Error {}
+
+/**
+ * The embedded database is one process's (PGlite is single-user): a lock file in DATA_DIR holds the
+ * owner's PID, taken at open and removed at close or exit. A lock of a process that no longer runs is
+ * stale and taken over.
+ */
+async function lockDataDir(dir: string): Promise<() => Promise<void>> {
+  const file = `${dir}/.ssdi.lock`;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      await fs.writeFile(file, `${process.pid}\n`, { flag: 'wx' });
+      const onExit = () => {
+        try {
+          unlinkSync(file);
+        } catch {
+          // already gone
+        }
+      };
+      process.once('exit', onExit);
+      return async () => {
+        process.removeListener('exit', onExit);
+        await fs.rm(file, { force: true });
+      };
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'EEXIST') throw e;
+      const pid = Number((await fs.readFile(file, 'utf8').catch(() => '')).trim());
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isRunning(pid)) {
+        throw new DataDirLockedError(
+          `The embedded database in ${dir} is in use by process ${pid}: stop it, use another DATA_DIR, or use PostgreSQL (DATABASE_URL) for several processes.`,
+        );
+      }
+      await fs.rm(file, { force: true }); // stale: its process is gone
+    }
+  }
+  throw new DataDirLockedError(`Cannot take the lock ${file}.`);
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as { code?: string }).code === 'EPERM';
+  }
 }
 
 // D7 search: `term <% text` (word_similarity >= this) is what the trigram GIN index can answer.

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -109,6 +109,14 @@ describe('npm start on an empty embedded database (D1)', () => {
     expect(log).not.toMatch(/demo-client-secret|authorization|client_secret/i);
   });
 
+  it('refuses a second process on the same DATA_DIR with one clear line (issue 10)', async () => {
+    const err = await run(TSX, ['src/server.ts'], { env: childEnv({ PORT: String(await freePort()), DATA_DIR: dir }) }).catch((e: { code: number; stderr: string }) => e);
+    expect((err as { code: number }).code).toBe(1);
+    const lines = (err as { stderr: string }).stderr.trim().split('\n').filter((l) => !/npm warn/.test(l));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^The embedded database in .* is in use by process \d+/);
+  });
+
   it('answers /healthz and /readyz without a token', async () => {
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
@@ -121,5 +129,22 @@ describe('npm start on an empty embedded database (D1)', () => {
     expect(await exit).toBe(0);
     expect(stdout).toContain('"msg":"stopped"');
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+    // The lock went with it.
+    await expect(readFile(path.join(dir, '.ssdi.lock'), 'utf8')).rejects.toThrow();
+  });
+});
+
+describe('the embedded database lock (issue 10)', () => {
+  it('takes over the lock of a process that no longer runs', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'ssdi-lock-'));
+    try {
+      // A PID that cannot be running (beyond Linux's pid_max).
+      await writeFile(path.join(dir, '.ssdi.lock'), '99999999\n');
+      const { stdout } = await run(TSX, ['src/cli/migrate.ts'], { env: childEnv({ DATA_DIR: dir }) });
+      expect(stdout).toMatch(/migrat/i);
+      await expect(readFile(path.join(dir, '.ssdi.lock'), 'utf8')).rejects.toThrow();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
