@@ -17,7 +17,7 @@ import { DataCache } from './domains/data/data-cache.js';
 import { SecretBox } from './domains/data/secret-box.js';
 import { AppError, problem } from './errors.js';
 import { openApiDocument } from './openapi.js';
-import { restRouter } from './rest.js';
+import { methodNotAllowed, restRouter } from './rest.js';
 import { routes } from './routes.js';
 import { schema } from './schema.js';
 
@@ -220,6 +220,18 @@ export async function buildApp({ config, db, logger, listen }: { config: Config;
   );
 
   app.use(restRouter({ db, tokens, schema, data, maxBodyBytes: config.MAX_BODY_BYTES }, routes));
+
+  // Every known path with its methods: the route table's and the service's own.
+  const known = new Map<string, string[]>([
+    ['/healthz', ['get']],
+    ['/readyz', ['get']],
+    ['/openapi.json', ['get']],
+    ['/connect/token', ['post']],
+    ['/.well-known/jwks.json', ['get']],
+    ['/.well-known/openid-configuration', ['get']],
+  ]);
+  for (const r of routes) known.set(r.path, [...(known.get(r.path) ?? []), r.method]);
+  app.use(methodNotAllowed(known));
 
   app.use((req, res) => {
     res.status(404).type('application/problem+json').json(problem(404, String(req.id), `No resource at ${req.method} ${req.path}.`));

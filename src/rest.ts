@@ -9,7 +9,7 @@ import { requireToken } from './domains/auth/authenticate.js';
 import type { Scope } from './domains/auth/permissions.js';
 import type { TokenService } from './domains/auth/tokens.js';
 import type { DataCache } from './domains/data/data-cache.js';
-import { AppError, type FieldErrors, NotFoundError, ValidationError } from './errors.js';
+import { AppError, type FieldErrors, NotFoundError, ValidationError, problem } from './errors.js';
 
 export interface RestRequest<P, Q, B> {
   params: P;
@@ -234,6 +234,24 @@ function variableCoercionError(errors: readonly GraphQLError[], location: (path:
     (mapped[location(name)] ??= []).push(`${location(name)} is not valid: ${why}`);
   }
   return new ValidationError(mapped);
+}
+
+/**
+ * A known path asked with a method it does not have: 405 with `Allow` (as ASP.NET answers), and OPTIONS
+ * answered with the methods. Mounted after every route, so only the unmatched methods reach it.
+ */
+export function methodNotAllowed(paths: ReadonlyMap<string, readonly string[]>): Router {
+  const router = Router();
+  for (const [path, methods] of paths) {
+    const allowed = [...new Set(methods.map((m) => m.toUpperCase()).flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])))].sort();
+    const allow = [...allowed, 'OPTIONS'].join(', ');
+    router.all(path, (req, res) => {
+      res.setHeader('Allow', allow);
+      if (req.method === 'OPTIONS') return void res.status(204).end();
+      res.status(405).type('application/problem+json').json(problem(405, String(req.id), `${req.method} is not allowed on ${req.path}; allowed: ${allowed.join(', ')}.`));
+    });
+  }
+  return router;
 }
 
 /** The PascalCase paged envelope schema around a node schema (OpenAPI). */

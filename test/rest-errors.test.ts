@@ -83,7 +83,8 @@ describe('D5 problem+json on every error', () => {
       const body = expectProblem(res, 404);
       expect(body.title).toBe('Not Found');
     }
-    expectProblem(await api.request('DELETE', '/api/v1/structuralEntity'), 404);
+    // A known path with a method it lacks is 405 (issue 10), not 404.
+    expectProblem(await api.request('DELETE', '/api/v1/structuralEntity'), 405);
   });
 
   it('unknown structural entity key: 404 problem+json', async () => {
@@ -349,5 +350,29 @@ describe('D5 5xx bodies', () => {
     expect(text).not.toContain('full-client-secret');
     // The service is healthy again afterwards.
     expect((await api.get('/api/v1/structuralEntity/root')).status).toBe(200);
+  });
+});
+
+describe('a known path with a wrong method (issue 10)', () => {
+  it('answers 405 problem+json with Allow, as ASP.NET does, and OPTIONS with the methods', async () => {
+    const wrong = await api.request('DELETE', '/api/v2/subject/00000000-0000-4000-8000-000000000000');
+    expectProblem(wrong, 405);
+    expect(wrong.headers.get('allow')).toBe('GET, HEAD, PATCH, OPTIONS');
+    const token = await api.get('/connect/token');
+    expectProblem(token, 405);
+    expect(token.headers.get('allow')).toBe('POST, OPTIONS');
+    expect((await api.request('PUT', '/api/v1/dataSet/x/refresh')).headers.get('allow')).toBe('POST, OPTIONS');
+    const options = await api.request('OPTIONS', '/api/v1/structuralEntity');
+    expect(options.status).toBeLessThan(300);
+    expect(options.headers.get('allow')?.replace(/\s/g, '').split(',').sort()).toEqual(expect.arrayContaining(['GET', 'HEAD', 'PUT']));
+    // An unknown path is still 404, and a right method still works.
+    expectProblem(await api.request('DELETE', '/api/v2/nothing-here'), 404);
+    expect((await api.get('/api/v1/structuralEntity')).status).toBe(200);
+  });
+
+  it('answers a wrong method on /graphql with 405 and Allow', async () => {
+    const res = await api.request('PUT', '/graphql', { body: { query: '{ __typename }' } });
+    expect(res.status).toBe(405);
+    expect(res.headers.get('allow')).toMatch(/GET.*POST|POST.*GET/);
   });
 });
