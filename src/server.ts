@@ -6,6 +6,8 @@ import { ConfigError, loadConfig } from './config.js';
 import type { Logger } from 'pino';
 import type { Db } from './db.js';
 import { upsertSubject } from './domains/subject/subject.service.js';
+import { findClientByTenantKey } from './domains/auth/auth.repository.js';
+import { verifySecret } from './domains/auth/secrets.js';
 import { hasTenants } from './domains/tenant/tenant.service.js';
 import { type RunningProvider, createReferenceProvider } from './provider/reference-provider.js';
 import { applyTenantFilePath, createLogger, openMigratedDatabase } from './runtime.js';
@@ -19,8 +21,18 @@ interface DemoClient {
   clientSecret: string;
 }
 
-/** Upserts the demo subjects through the same service as the API, and names the demo's API client. */
-async function seedDemo(db: Db): Promise<DemoClient> {
+/** The demo's API client from the bundled file, if the demo tenant holds it with that secret still. */
+async function demoClient(db: Db): Promise<DemoClient | undefined> {
+  const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as { tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[] };
+  const t = file.tenants[0]!;
+  const client = t.clients.find((c) => c.scopes.includes('ServiceApi'))!;
+  const stored = await findClientByTenantKey(db, t.key, client.clientId);
+  if (!stored || !(await verifySecret(client.clientSecret, stored.secretHash))) return undefined;
+  return { tenantKey: t.key, clientId: client.clientId, clientSecret: client.clientSecret };
+}
+
+/** Upserts the demo subjects through the same service as the API. */
+async function seedDemo(db: Db): Promise<void> {
   const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as { tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[] };
   const t = file.tenants[0]!;
   const client = t.clients.find((c) => c.scopes.includes('ServiceApi'))!;
@@ -33,7 +45,6 @@ async function seedDemo(db: Db): Promise<DemoClient> {
       structuralEntityKeys: s.StructuralEntityKeys,
     });
   }
-  return { tenantKey: t.key, clientId: client.clientId, clientSecret: client.clientSecret };
 }
 
 /**
@@ -75,15 +86,18 @@ async function main(): Promise<void> {
   const logger = createLogger(config);
   const handle = await openMigratedDatabase(config, logger);
 
-  let demo: DemoClient | undefined;
+  let created = false;
   if (config.TENANT_CONFIG) {
     const { tenantKeys } = await applyTenantFilePath(handle, config, config.TENANT_CONFIG);
     logger.info({ tenants: tenantKeys }, 'tenant configuration applied');
   } else if (handle.kind === 'pglite' && !(await hasTenants(handle.db))) {
     // D1: only an empty embedded database gets the demo tenant (and a few subjects to list).
     await applyTenantFilePath(handle, config, DEMO_FILE);
-    demo = await seedDemo(handle.db);
+    await seedDemo(handle.db);
+    created = true;
   }
+  // Printed on every start while the demo exists, so credentials are never lost to a failed first start.
+  const demo = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await demoClient(handle.db) : undefined;
 
   const demoProvider = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await startDemoProvider(handle.db, logger) : undefined;
   const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen });
@@ -94,7 +108,7 @@ async function main(): Promise<void> {
     server.once('error', reject);
   });
   logger.info({ url: config.publicUrl, database: handle.kind }, 'listening');
-  if (demo) printDemo(config.publicUrl, demo);
+  if (demo) printDemo(config.publicUrl, demo, created);
 
   let stopping = false;
   const stop = (signal: string) => {
@@ -125,12 +139,12 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
-function printDemo(url: string, d: DemoClient) {
+function printDemo(url: string, d: DemoClient, created: boolean) {
   const token = `curl -s ${url}/connect/token -d grant_type=client_credentials -d tenant_key=${d.tenantKey} -d client_id=${d.clientId} -d client_secret=${d.clientSecret} -d scope=ServiceApi`;
   console.log(
     [
       '',
-      'Demo tenant created (embedded database, first start).',
+      created ? 'Demo tenant created (embedded database, first start).' : 'Demo tenant (embedded database).',
       `  Base URL:      ${url}`,
       `  Tenant key:    ${d.tenantKey}`,
       `  Client id:     ${d.clientId}`,

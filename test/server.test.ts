@@ -148,3 +148,39 @@ describe('the embedded database lock (issue 10)', () => {
     }
   });
 });
+
+describe('the demo credentials (issue 10)', () => {
+  it('are printed on a later start when the first start failed after creating the demo', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'ssdi-demo-'));
+    // The first start applies the demo, then cannot listen: its port is taken.
+    const blocker = createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+    const taken = (blocker.address() as { port: number }).port;
+    try {
+      const first = await run(TSX, ['src/server.ts'], { env: childEnv({ PORT: String(taken), DATA_DIR: dir }) }).catch((e: { code: number; stdout: string }) => e);
+      expect((first as { code: number }).code).toBe(1);
+      await new Promise<void>((r) => blocker.close(() => r()));
+      const port = await freePort();
+      const child = spawn(TSX, ['src/server.ts'], { env: childEnv({ PORT: String(port), DATA_DIR: dir }) });
+      let out = '';
+      child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      const exited = new Promise((r) => child.on('exit', r));
+      try {
+        const deadline = Date.now() + 50_000;
+        while (!out.includes('Then, with the same token')) {
+          if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no banner:\n${out}`);
+          await new Promise((r) => setTimeout(r, 200));
+        }
+        expect(out).toContain('Demo tenant (embedded database).');
+        expect(out).toContain('Client secret: demo-client-secret');
+        expect(out).toContain(`http://127.0.0.1:${port}/api/v2/subject`);
+      } finally {
+        child.kill('SIGTERM');
+        await exited;
+      }
+    } finally {
+      blocker.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
