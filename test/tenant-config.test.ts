@@ -441,3 +441,34 @@ describe('D1/D3 npm run tenant:apply', () => {
     expect(ko.stdout).not.toContain('applied');
   });
 });
+
+describe('D3 entity values in the REST upsert\'s sent shape (issue 10)', () => {
+  it('accepts {"Key", "Value"} copied from a REST body, names bound case-insensitively as REST binds them (D5)', async () => {
+    const t = fullTenant({
+      structuralEntities: [
+        { key: 'root', displayName: 'Root', structureTypeKey: 'company' },
+        {
+          key: 'dept', displayName: 'Dept', structureTypeKey: 'department', parentKey: 'root',
+          customFieldValues: [
+            { Key: 'costCenter', Value: { String: { Value: 'CC-1' } } },
+            { KEY: 'headcount', value: { integer: { value: 7 } } },
+          ],
+        },
+      ],
+      groups: [{ key: 'staff', name: 'Staff', structuralEntityKeys: ['dept'] }],
+    });
+    await apply({ tenants: [t] });
+    const row = await app.handle.db
+      .selectFrom('structural_entity')
+      .innerJoin('tenant', 'tenant.id', 'structural_entity.tenant_id')
+      .select('structural_entity.custom_values')
+      .where('tenant.key', '=', t.key)
+      .where('structural_entity.key', '=', 'dept')
+      .executeTakeFirstOrThrow();
+    expect(row.custom_values).toEqual({ costCenter: 'CC-1', headcount: 7 });
+    // A name the REST body does not know is still named as a problem, at its path.
+    const bad = await apply({ tenants: [fullTenant({ structuralEntities: [{ key: 'x', displayName: 'X', structureTypeKey: 'department', customFieldValues: [{ Key: 'costCenter', Valeu: 1 }] }], groups: [] })] }).catch((e) => e);
+    expect(bad).toBeInstanceOf(TenantConfigError);
+    expect(pathsOf(bad).join(' ')).toContain('tenants[0].structuralEntities[0].customFieldValues[0]');
+  });
+});

@@ -3,6 +3,7 @@ import { DATA_TYPES } from '../../custom-fields.js';
 import type { DataTypeName } from '../../db.js';
 import { PERMISSIONS, SCOPES } from '../auth/permissions.js';
 import { isSecretHash } from '../auth/secrets.js';
+import { canonicalKeys } from '../../rest.js';
 
 const key = z.string().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
 const dataType = z.enum(DATA_TYPES as [DataTypeName, ...DataTypeName[]]);
@@ -31,7 +32,10 @@ const client = z
     path: ['clientSecret'],
   });
 
-const sentValue = z.strictObject({ key: z.string(), value: z.unknown() });
+const sentValueShape = z.strictObject({ key: z.string(), value: z.unknown() });
+// D3: an entity's values take the REST upsert's sent shape, its names bound as REST binds them (D5):
+// `{"Key": ..., "Value": ...}` as well as `{"key": ..., "value": ...}`. One binder for both.
+const sentValue = z.preprocess((v) => canonicalKeys(v, sentValueShape), sentValueShape);
 
 const tenant = z.strictObject({
   key: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'must be 1-64 letters, digits, dots, dashes or underscores'),
