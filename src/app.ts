@@ -150,6 +150,11 @@ export async function buildApp({ config, db, logger, listen }: { config: Config;
         res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
       },
       customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+      // Who called (known once the token is verified): the tenant and client keys, never the token.
+      customProps: (req) => {
+        const p = (req as Request).principal;
+        return p ? { tenant: p.tenantKey, client: p.clientId } : {};
+      },
     }),
   );
 

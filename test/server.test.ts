@@ -104,6 +104,9 @@ describe('npm start on an empty embedded database (D1)', () => {
     for (const l of logs) expect(() => JSON.parse(l)).not.toThrow();
     const log = logs.join('\n');
     expect(log).toContain('"id":"req-abc-123"');
+    // The completion line of an authenticated request names its tenant and client (issue 10).
+    const line = logs.map((l) => JSON.parse(l)).find((l) => l.req?.id === 'req-abc-123' && l.res);
+    expect(line).toMatchObject({ tenant: 'demo', client: 'demo-client', res: { statusCode: 200 } });
     expect(log).toContain('"path":"/connect/token"');
     expect(log).not.toContain(access_token.split('.')[2]!);
     expect(log).not.toMatch(/demo-client-secret|authorization|client_secret/i);
