@@ -16,6 +16,7 @@ import { TokenService } from './domains/auth/tokens.js';
 import { DataCache } from './domains/data/data-cache.js';
 import { SecretBox } from './domains/data/secret-box.js';
 import { AppError, problem } from './errors.js';
+import { Metrics, type PoolStats } from './metrics.js';
 import { openApiDocument } from './openapi.js';
 import { methodNotAllowed, restRouter } from './rest.js';
 import { routes } from './routes.js';
@@ -124,12 +125,13 @@ const staleDataExtension: Plugin = {
  * Builds the HTTP application over an open, migrated database; `listen()` is the caller's (server.ts,
  * tests). `listen` (the database handle's) carries cache invalidations between instances (D10).
  */
-export async function buildApp({ config, db, logger, listen }: { config: Config; db: Db; logger: Logger; listen?: Listen }): Promise<App> {
+export async function buildApp({ config, db, logger, listen, poolStats }: { config: Config; db: Db; logger: Logger; listen?: Listen; poolStats?: PoolStats }): Promise<App> {
   const tokens = new TokenService(db, config);
   await tokens.ensureSigningKey();
   const data = new DataCache(db, config, logger, new SecretBox(db, config.SECRETS_KEY));
   await data.start(listen);
 
+  const metrics = config.METRICS ? new Metrics(poolStats) : undefined;
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
@@ -157,6 +159,14 @@ export async function buildApp({ config, db, logger, listen }: { config: Config;
       },
     }),
   );
+
+  if (metrics) {
+    app.use(metrics.http());
+    // Scraped without a token (issue 10): it holds no tenant, client or request data.
+    app.get('/metrics', (_req, res, next) => {
+      metrics.registry.metrics().then((text) => res.type(metrics.registry.contentType).send(text), next);
+    });
+  }
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -203,6 +213,7 @@ export async function buildApp({ config, db, logger, listen }: { config: Config;
     context: ({ req }) => createContext({ db, principal: req.principal!, requestId: String(req.id), log: req.log, data }),
     plugins: [
       graphqlErrorsAnswer200,
+      ...(metrics ? [metrics.graphql()] : []),
       staleDataExtension,
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
     ],
@@ -231,6 +242,7 @@ export async function buildApp({ config, db, logger, listen }: { config: Config;
     ['/healthz', ['get']],
     ['/readyz', ['get']],
     ['/openapi.json', ['get']],
+    ...(metrics ? [['/metrics', ['get']] as [string, string[]]] : []),
     ['/connect/token', ['post']],
     ['/.well-known/jwks.json', ['get']],
     ['/.well-known/openid-configuration', ['get']],

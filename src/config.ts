@@ -26,6 +26,8 @@ const envSchema = z
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10000),
     GRAPHIQL: bool.optional(),
+    /** Serve Prometheus metrics on GET /metrics (no token). */
+    METRICS: bool.default(true),
     /** base64url of 32 bytes: encrypts outbound provider secrets at rest. Unset: a key kept in the database. */
     SECRETS_KEY: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'must be 32 bytes in base64url (43 characters)').optional(),
     /** D10: one provider attempt's time limit, and retries after the first attempt (1 + N in all). */

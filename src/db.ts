@@ -246,6 +246,8 @@ export interface DatabaseHandle {
   kind: 'postgres' | 'pglite';
   /** LISTEN on a dedicated connection (PostgreSQL, reconnecting after a drop) or in-process (PGlite). */
   listen: Listen;
+  /** Connections of the pool now (metrics). */
+  poolStats(): { total: number; idle: number; waiting: number };
   /** Closes the pool (and the embedded database). */
   close(): Promise<void>;
 }
@@ -276,7 +278,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     pool.on('error', (e) => opts.onPoolError?.(e));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...logOption(opts) });
     const url = opts.databaseUrl;
-    return { db, kind: 'postgres', listen: (channel, handlers) => listenPostgres(url, channel, handlers), close: () => db.destroy() };
+    return { db, kind: 'postgres', listen: (channel, handlers) => listenPostgres(url, channel, handlers), poolStats: () => statsOf(pool), close: () => db.destroy() };
   }
   await fs.mkdir(opts.dataDir, { recursive: true });
   const release = await lockDataDir(opts.dataDir);
@@ -350,6 +352,7 @@ export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'on
   return {
     db,
     kind: 'pglite',
+    poolStats: () => statsOf(pool),
     // PGlite delivers NOTIFY (sent through the bridge like any statement) after the commit, in-process.
     listen: async (channel, handlers) => {
       const unlisten = await pglite.listen(channel, (payload) => handlers.message(payload));
@@ -430,6 +433,10 @@ async function listenPostgres(url: string, channel: string, h: NotificationHandl
 
 const LISTENER_PROBE_MS = 15_000;
 const LISTENER_PROBE_TIMEOUT_MS = 5_000;
+
+function statsOf(pool: pg.Pool) {
+  return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
+}
 
 /** Runs pending migrations; throws with the failing migration's name. */
 export async function migrateToLatest(db: Db): Promise<string[]> {

@@ -100,7 +100,7 @@ async function main(): Promise<void> {
   const demo = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await demoClient(handle.db) : undefined;
 
   const demoProvider = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await startDemoProvider(handle.db, logger) : undefined;
-  const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen });
+  const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen, poolStats: handle.poolStats });
   const { app } = built;
   const server: Server = app.listen(config.PORT, config.HOST);
   await new Promise<void>((resolve, reject) => {

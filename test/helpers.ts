@@ -68,7 +68,7 @@ export async function startApp(env: Record<string, string> = {}, opts: { plugins
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
-  const built = await buildApp({ config, db: appDb, logger: pino({ level: config.LOG_LEVEL }), listen: handle.listen });
+  const built = await buildApp({ config, db: appDb, logger: pino({ level: config.LOG_LEVEL }), listen: handle.listen, poolStats: handle.poolStats });
   const { app, tokens } = built;
   server.on('request', app);
   return {

@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApiClient, type TestApp, type TestTenant, createTenant, startApp } from './helpers.js';
+
+// Issue 10 item 7: Prometheus metrics without a token, labelled by route template, never by tenant.
+
+let app: TestApp;
+let tenant: TestTenant;
+let api: ApiClient;
+
+beforeAll(async () => {
+  app = await startApp();
+  tenant = await createTenant(app);
+  api = await tenant.client();
+});
+afterAll(async () => {
+  await app?.close();
+});
+
+const scrape = async (url: string) => {
+  const res = await fetch(`${url}/metrics`);
+  return { status: res.status, type: res.headers.get('content-type'), text: await res.text() };
+};
+
+describe('GET /metrics', () => {
+  it('serves the Prometheus text format without a token: requests by route template and status, GraphQL operations, the pool, the process', async () => {
+    await api.get('/api/v1/structuralEntity?First=1');
+    await api.get('/api/v2/subject/00000000-0000-4000-8000-000000000000');
+    await api.gql('query ListThem { subjects(first: 1) { totalCount } }');
+    await api.gql('query Broken { subjects(first: 5000) { totalCount } }');
+    const m = await scrape(app.url);
+    expect(m.status).toBe(200);
+    expect(m.type).toMatch(/^text\/plain/);
+    expect(m.text).toMatch(/http_requests_total\{method="GET",route="\/api\/v1\/structuralEntity",status="200"\} 1/);
+    // The template, not the id: one series whatever the subject.
+    expect(m.text).toMatch(/http_requests_total\{method="GET",route="\/api\/v2\/subject\/:subjectId",status="404"\} 1/);
+    expect(m.text).toMatch(/http_request_duration_seconds_bucket\{le="0.5",method="GET",route="\/api\/v1\/structuralEntity",status="200"\} 1/);
+    expect(m.text).toMatch(/http_requests_total\{method="POST",route="\/graphql",status="200"\} 2/);
+    expect(m.text).toMatch(/graphql_operations_total\{operation="ListThem",outcome="ok"\} 1/);
+    expect(m.text).toMatch(/graphql_operations_total\{operation="Broken",outcome="error"\} 1/);
+    expect(m.text).toMatch(/db_pool_connections\{state="total"\} \d+/);
+    expect(m.text).toMatch(/process_cpu_user_seconds_total/);
+    expect(m.text).toMatch(/nodejs_heap_size_used_bytes/);
+    // No tenant or client labels, no token.
+    expect(m.text).not.toContain(tenant.key);
+    expect(m.text).not.toContain('full');
+  });
+
+  it('is off with METRICS=false', async () => {
+    const off = await startApp({ METRICS: 'false' });
+    try {
+      expect((await scrape(off.url)).status).toBe(404);
+    } finally {
+      await off.close();
+    }
+  });
+});
