@@ -139,6 +139,9 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
 }
 
+// Prints the access token, or stops the shell line with the token endpoint's own reason.
+const TOKEN_PARSE = `node -e 'const r = JSON.parse(require("fs").readFileSync(0)); if (!r.access_token) { console.error("token request failed: " + (r.error_description || r.error)); process.exit(1) } console.log(r.access_token)'`;
+
 function printDemo(url: string, d: DemoClient, created: boolean) {
   const token = `curl -s ${url}/connect/token -d grant_type=client_credentials -d tenant_key=${d.tenantKey} -d client_id=${d.clientId} -d client_secret=${d.clientSecret} -d scope=ServiceApi`;
   console.log(
@@ -152,7 +155,7 @@ function printDemo(url: string, d: DemoClient, created: boolean) {
       `  GraphiQL:      ${url}/graphql    OpenAPI: ${url}/openapi.json`,
       '',
       'Get a token and list subjects:',
-      `  TOKEN=$(${token} | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token') && curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v2/subject`,
+      `  TOKEN=$(${token} | ${TOKEN_PARSE}) && curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v2/subject`,
       'Then, with the same token, the structural entities:',
       `  curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v1/structuralEntity`,
       'And data points of the reference provider through GraphQL:',

@@ -74,6 +74,15 @@ describe('npm start on an empty embedded database (D1)', () => {
     expect(page.Edges.map((e: { Node: { ExternalId: string } }) => e.Node.ExternalId)).toEqual(['E-1001', 'E-1002', 'E-1003']);
   });
 
+  it('prints a token one-liner that stops with the token endpoint\'s reason when the request fails (issue 10)', async () => {
+    const line = stdout.split('\n').map((l) => l.trim()).find((l) => l.startsWith('TOKEN=$('))!;
+    const failing = line.replace('client_secret=demo-client-secret', 'client_secret=wrong');
+    const err = await run('bash', ['-c', failing]).catch((e: { code: number; stderr: string; stdout: string }) => e);
+    expect((err as { code: number }).code).not.toBe(0);
+    expect((err as { stderr: string }).stderr).toMatch(/token request failed: /);
+    expect((err as { stdout: string }).stdout).toBe('');
+  });
+
   it('serves data points of the demo subjects from the reference provider it started (D1, D10)', async () => {
     const lines = stdout.split('\n').map((l) => l.trim());
     const token = lines.find((l) => l.startsWith('TOKEN=$('))!.split(' && curl')[0]!;
