@@ -3,6 +3,7 @@ import * as m0001 from './migrations/0001_foundation.js';
 import * as m0002 from './migrations/0002_subjects.js';
 import * as m0003 from './migrations/0003_data_cache.js';
 import * as m0004 from './migrations/0004_users.js';
+import * as m0005 from './migrations/0005_portal.js';
 
 /**
  * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '0002_subjects': m0002,
   '0003_data_cache': m0003,
   '0004_users': m0004,
+  '0005_portal': m0005,
 };

@@ -15,6 +15,7 @@ import { requireToken } from './domains/auth/authenticate.js';
 import { TokenService } from './domains/auth/tokens.js';
 import { DataCache } from './domains/data/data-cache.js';
 import { SecretBox } from './domains/data/secret-box.js';
+import { OutboxSender } from './domains/portal/outbox.sender.js';
 import { AppError, problem } from './errors.js';
 import { Metrics, type PoolStats } from './metrics.js';
 import { openApiDocument } from './openapi.js';
@@ -26,7 +27,9 @@ export interface App {
   app: express.Express;
   tokens: TokenService;
   data: DataCache;
-  /** Stops background work (re-fetches, the invalidation listener); the caller closes the database after. */
+  /** Delivers queued portal invitations (D9). */
+  outbox: OutboxSender;
+  /** Stops background work (re-fetches, the invalidation listener, the outbox sender); the caller closes the database after. */
   close(): Promise<void>;
 }
 
@@ -130,6 +133,8 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
   await tokens.ensureSigningKey();
   const data = new DataCache(db, config, logger, new SecretBox(db, config.SECRETS_KEY));
   await data.start(listen);
+  const outbox = new OutboxSender(db, config, logger);
+  await outbox.start(listen);
 
   const metrics = config.METRICS ? new Metrics(poolStats) : undefined;
   const app = express();
@@ -286,5 +291,14 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     res.status(status).type('application/problem+json').json(problem(status, String(req.id), detail, errors));
   });
 
-  return { app, tokens, data, close: () => data.close() };
+  return {
+    app,
+    tokens,
+    data,
+    outbox,
+    close: async () => {
+      await outbox.close();
+      await data.close();
+    },
+  };
 }

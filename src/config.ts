@@ -47,6 +47,17 @@ const envSchema = z
     CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(86_400),
     /** The in-process cache's bound, counted as the entries' JSON length. */
     CACHE_MAX_BYTES: z.coerce.number().int().min(0).default(64 * 1024 * 1024),
+    /** D9: invitations go out over SMTP (smtp:// or smtps://, credentials in the URL); unset: they are logged. */
+    SMTP_URL: z.string().regex(/^smtps?:\/\/[^/?#\s]+/, 'must be an smtp:// or smtps:// URL').optional(),
+    /** The From of invitation mails; its domain also names the Message-IDs. */
+    MAIL_FROM: z.string().min(3).regex(/@[^@\s>]+>?\s*$/, 'must be an e-mail address, optionally as "Name <address>"').default('Subject portal <no-reply@localhost>'),
+    /** Delivery attempts of one invitation before it is kept as a dead letter. */
+    MAIL_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(10),
+    /** First retry delay, doubled per failed attempt (with jitter), at most MAIL_BACKOFF_MAX_MS. */
+    MAIL_BACKOFF_MS: z.coerce.number().int().min(1).max(86_400_000).default(60_000),
+    MAIL_BACKOFF_MAX_MS: z.coerce.number().int().min(1).max(7 * 86_400_000).default(3_600_000),
+    /** How often a sender looks for due invitations without being woken (retries, other instances' rows). */
+    MAIL_POLL_MS: z.coerce.number().int().min(10).max(3_600_000).default(5_000),
   })
   .refine((e) => (e.AUTH_ISSUER === undefined) === (e.AUTH_JWKS_URL === undefined), {
     message: 'AUTH_ISSUER and AUTH_JWKS_URL must be set together',

@@ -130,6 +130,48 @@ export interface PortalConfigTable {
   email_field_key: string | null;
   display_name_field_key: string | null;
   invitation_field_keys: string[];
+  /** D9 invitation mail template (null: the bundled default); see domains/portal/invitation-mail.ts. */
+  invitation_subject: string | null;
+  invitation_text: string | null;
+  invitation_html: string | null;
+}
+
+export type InviteMethod = 'SelfAccess' | 'ThirdParty';
+
+export interface PortalUserTable {
+  tenant_id: string;
+  id: Generated<string>;
+  subject_id: string;
+  email: string;
+  /** lower(email): what identifies (per subject) and orders portal users. */
+  email_key: GeneratedAlways<string>;
+  display_name: string;
+  invite_method: InviteMethod;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export type MailStatus = 'pending' | 'sent' | 'dead' | 'cancelled';
+
+export interface MailOutboxTable {
+  tenant_id: string;
+  id: string;
+  portal_user_id: string | null;
+  recipient: string;
+  /** `<id@domain>`, set by the first claim (docs/portal-outbox.md). */
+  message_id: string | null;
+  subject: string;
+  text_body: string;
+  html_body: string;
+  status: Generated<MailStatus>;
+  attempts: Generated<number>;
+  next_attempt_at: Generated<Date>;
+  claimed_until: Date | null;
+  claim_token: string | null;
+  last_error: string | null;
+  last_attempt_at: Date | null;
+  created_at: Generated<Date>;
+  sent_at: Date | null;
 }
 
 export interface DataSourceTable {
@@ -217,6 +259,8 @@ export interface Database {
   subject_value: SubjectValueTable;
   subject_location: SubjectLocationTable;
   data_cache: DataCacheTable;
+  portal_user: PortalUserTable;
+  mail_outbox: MailOutboxTable;
 }
 
 export type StructureType = Selectable<StructureTypeTable>;
@@ -228,6 +272,9 @@ export type AppUserRow = Selectable<AppUserTable>;
 export type DataSourceRow = Selectable<DataSourceTable>;
 export type DataExtractRow = Selectable<DataExtractTable>;
 export type DataCacheRow = Selectable<DataCacheTable>;
+export type PortalConfigRow = Selectable<PortalConfigTable>;
+export type PortalUserRow = Selectable<PortalUserTable>;
+export type MailOutboxRow = Selectable<MailOutboxTable>;
 
 export type Db = Kysely<Database>;
 

@@ -299,6 +299,34 @@ export function restPage<N, R>(
   };
 }
 
+/** The lower-camel-case paged envelope (D5: the portal-users list) around mapped nodes. */
+export function restCamelPage<N, R>(conn: Parameters<typeof restPage<N, R>>[0], map: (n: N) => R) {
+  return {
+    pageInfo: {
+      hasNextPage: conn.pageInfo.hasNextPage,
+      hasPreviousPage: conn.pageInfo.hasPreviousPage,
+      startCursor: conn.pageInfo.startCursor ?? null,
+      endCursor: conn.pageInfo.endCursor ?? null,
+      totalCount: conn.totalCount,
+    },
+    edges: conn.edges.map((e) => ({ cursor: e.cursor, node: map(e.node) })),
+  };
+}
+
+/** The lower-camel-case paged envelope schema around a node schema (OpenAPI). */
+export function camelPageSchema(node: z.ZodType) {
+  return z.object({
+    pageInfo: z.object({
+      hasNextPage: z.boolean(),
+      hasPreviousPage: z.boolean(),
+      startCursor: z.string().nullable(),
+      endCursor: z.string().nullable(),
+      totalCount: z.int(),
+    }),
+    edges: z.array(z.object({ cursor: z.string(), node })),
+  });
+}
+
 /** Zod schemas of the paging query parameters shared by every list (D6); names as documented. */
 export const pagingQuery = {
   After: z.string().optional().meta({ description: 'Cursor: items after this node.' }),

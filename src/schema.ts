@@ -6,6 +6,7 @@ import './custom-fields.schema.js';
 import './domains/structural-entity/structural-entity.schema.js';
 import './domains/subject/subject.schema.js';
 import './domains/data/data.schema.js';
+import './domains/portal/portal.schema.js';
 import './domains/user/user.schema.js';
 
 /** The executable schema, built once from every domain's types. */

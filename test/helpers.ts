@@ -95,7 +95,8 @@ export async function startPeer(first: TestApp, env: Record<string, string> = {}
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Instances behind one public URL: tokens of one are valid on the other.
-  const config = loadConfig({ ...first.config, ...env } as unknown as NodeJS.ProcessEnv);
+  const asEnv = Object.fromEntries(Object.entries(first.config).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)]));
+  const config = loadConfig({ ...asEnv, ...env });
   const built = await buildApp({ config, db: handle.db, logger: pino({ level: config.LOG_LEVEL }), listen: handle.listen });
   server.on('request', built.app);
   return {

@@ -3,6 +3,7 @@ import { DATA_TYPES } from '../../custom-fields.js';
 import type { DataTypeName } from '../../db.js';
 import { PERMISSIONS, SCOPES } from '../auth/permissions.js';
 import { isSecretHash } from '../auth/secrets.js';
+import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/invitation-mail.js';
 import { canonicalKeys } from '../../rest.js';
 
 const key = z.string().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
@@ -36,6 +37,15 @@ const sentValueShape = z.strictObject({ key: z.string(), value: z.unknown() });
 // D3: an entity's values take the REST upsert's sent shape, its names bound as REST binds them (D5):
 // `{"Key": ..., "Value": ...}` as well as `{"key": ..., "value": ...}`. One binder for both.
 const sentValue = z.preprocess((v) => canonicalKeys(v, sentValueShape), sentValueShape);
+
+const template = z
+  .string()
+  .min(1, 'must not be empty')
+  .superRefine((t, ctx) => {
+    for (const name of unknownPlaceholders(t)) {
+      ctx.addIssue({ code: 'custom', message: `unknown placeholder {${name}}; use ${INVITATION_PLACEHOLDERS.map((p) => `{${p}}`).join(', ')}` });
+    }
+  });
 
 const tenant = z.strictObject({
   key: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'must be 1-64 letters, digits, dots, dashes or underscores'),
@@ -77,6 +87,10 @@ const tenant = z.strictObject({
       emailFieldKey: key.optional(),
       displayNameFieldKey: key.optional(),
       invitationFieldKeys: z.array(key).default([]),
+      // D9 invitation mail; placeholders as in portal/invitation-mail.ts, unset parts take the bundled default.
+      invitationSubject: template.optional(),
+      invitationText: template.optional(),
+      invitationHtml: template.optional(),
     })
     .optional(),
   dataSources: z

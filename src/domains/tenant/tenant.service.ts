@@ -306,6 +306,9 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       email_field_key: p.emailFieldKey ?? null,
       display_name_field_key: p.displayNameFieldKey ?? null,
       invitation_field_keys: p.invitationFieldKeys,
+      invitation_subject: p.invitationSubject ?? null,
+      invitation_text: p.invitationText ?? null,
+      invitation_html: p.invitationHtml ?? null,
     };
     await db
       .insertInto('portal_config')

@@ -1,0 +1,217 @@
+import { createContextCache } from '@pothos/core';
+import { sql } from 'kysely';
+import { builder } from '../../builder.js';
+import { orderArgs, pageComplexity } from '../../connections.js';
+import type { Context } from '../../context.js';
+import type { MailOutboxRow, MailStatus, PortalUserRow } from '../../db.js';
+import { NotFoundError, ValidationError } from '../../errors.js';
+import { type PageArgs, type SortKey, paginate, paginateLoaded } from '../../paging.js';
+import { findSubjectsByIds } from '../subject/subject.repository.js';
+import { SubjectRef, subjectUuid } from '../subject/subject.schema.js';
+import { outboxListQuery, outboxStats } from './outbox.repository.js';
+import { countPortalUsers, loadPortalConfig, portalUserListQuery } from './portal.repository.js';
+import { inviteToPortal, removePortalAccess } from './portal.service.js';
+
+export const PortalUserRef = builder.objectRef<PortalUserRow>('PortalUser').implement({
+  description: 'A user with access to a subject through the subject portal (D9).',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    displayName: t.exposeString('display_name', { description: 'Self access: the subject\'s display name; third party: the e-mail address.' }),
+    email: t.exposeString('email'),
+    inviteMethod: t.exposeString('invite_method', { description: 'SelfAccess or ThirdParty.' }),
+  }),
+});
+
+const PortalUserConnection = builder.connectionObject({ type: PortalUserRef, name: 'PortalUserConnection' });
+
+/** The tenant's portal block, read once per request. */
+const portalConfig = createContextCache((ctx: Context) => loadPortalConfig(ctx.db, ctx.principal.tenantId));
+
+/** D6 for portal users: by e-mail (default, compared case-insensitively) or DisplayName; ties by id. */
+function portalUserSort(orderBy: string | null | undefined): SortKey {
+  const name = (orderBy ?? 'Email').toLowerCase();
+  const common = { type: 'text' as const, nullable: false, id: sql.ref('p.id'), idType: 'uuid' as const };
+  if (name === 'email') return { name: 'Email', value: sql.ref('p.email_key'), ...common };
+  if (name === 'displayname') return { name: 'DisplayName', value: sql.ref('p.display_name'), ...common };
+  throw ValidationError.at('orderBy', `Unknown OrderBy '${orderBy}'. Use Email or DisplayName.`);
+}
+
+/** One page of a subject's portal users (D9: an empty page when the portal is not configured). */
+async function portalUsersPage(ctx: Context, subjectId: string, args: PageArgs) {
+  const sort = portalUserSort(args.orderBy);
+  // A cursor names its subject's list: it is not a position of another subject's.
+  const list = `portalUser~${subjectId}`;
+  if (!(await portalConfig(ctx))) {
+    return paginateLoaded<PortalUserRow>({ list, sortName: sort.name, items: [], position: (u) => ({ v: u.email_key, i: u.id }), args });
+  }
+  const tenantId = ctx.principal.tenantId;
+  return paginate<PortalUserRow>({
+    list,
+    query: portalUserListQuery(ctx.db, tenantId, subjectId),
+    count: () => countPortalUsers(ctx.db, tenantId, subjectId),
+    sort,
+    args,
+  });
+}
+
+builder.objectField(SubjectRef, 'portalUsers', (t) =>
+  t.connection(
+    {
+      type: PortalUserRef,
+      nullable: true,
+      complexity: pageComplexity,
+      description: 'Users with access to the subject through the subject portal, by e-mail (D9).',
+      authScopes: { permission: 'View:SubjectAccessInvite' },
+      args: orderArgs(t.arg),
+      resolve: (subject, args, ctx) => portalUsersPage(ctx, subject.id, args),
+    },
+    PortalUserConnection,
+  ),
+);
+
+const MailStatusEnum = builder.enumType('MailStatus', {
+  values: {
+    PENDING: { value: 'pending', description: 'Queued or waiting for its next attempt.' },
+    SENT: { value: 'sent', description: 'Accepted by the SMTP server (or logged, without SMTP_URL).' },
+    DEAD: { value: 'dead', description: 'Not delivered after MAIL_MAX_ATTEMPTS attempts (or refused for good); kept.' },
+    CANCELLED: { value: 'cancelled', description: 'Access was removed before the mail was sent.' },
+  } as const,
+});
+
+const OutboxMailRef = builder.objectRef<MailOutboxRow>('OutboxMail').implement({
+  description: 'One invitation mail in the outbox.',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    portalUserId: t.exposeID('portal_user_id', { nullable: true, description: 'The invited portal user (who may have been removed since).' }),
+    recipient: t.exposeString('recipient'),
+    subject: t.exposeString('subject'),
+    status: t.field({ type: MailStatusEnum, resolve: (m) => m.status }),
+    attempts: t.exposeInt('attempts'),
+    messageId: t.exposeString('message_id', { nullable: true, description: 'Fixed by the first attempt; every later attempt sends the same.' }),
+    lastError: t.exposeString('last_error', { nullable: true }),
+    createdAt: t.string({ resolve: (m) => m.created_at.toISOString() }),
+    lastAttemptAt: t.string({ nullable: true, resolve: (m) => m.last_attempt_at?.toISOString() ?? null }),
+    nextAttemptAt: t.string({ nullable: true, resolve: (m) => (m.status === 'pending' ? m.next_attempt_at.toISOString() : null) }),
+    sentAt: t.string({ nullable: true, resolve: (m) => m.sent_at?.toISOString() ?? null }),
+  }),
+});
+
+const OutboxMailConnection = builder.connectionObject({ type: OutboxMailRef, name: 'OutboxMailConnection' });
+
+const stats = createContextCache((ctx: Context) => outboxStats(ctx.db, ctx.principal.tenantId));
+
+const MailOutboxRef = builder.objectRef<{ tenantId: string }>('MailOutbox').implement({
+  description: 'The tenant\'s invitation outbox: backlog, failures and dead letters (D9 operations).',
+  fields: (t) => ({
+    pending: t.int({ description: 'Mails not yet sent (queued or waiting for a retry).', resolve: async (_o, _a, ctx) => (await stats(ctx)).pending }),
+    retrying: t.int({ description: 'Pending mails that failed at least once.', resolve: async (_o, _a, ctx) => (await stats(ctx)).retrying }),
+    dead: t.int({ description: 'Dead letters: kept, never dropped; inviting the user again queues them again.', resolve: async (_o, _a, ctx) => (await stats(ctx)).dead }),
+    sent: t.int({ resolve: async (_o, _a, ctx) => (await stats(ctx)).sent }),
+    cancelled: t.int({ resolve: async (_o, _a, ctx) => (await stats(ctx)).cancelled }),
+    oldestPendingAt: t.string({ nullable: true, resolve: async (_o, _a, ctx) => (await stats(ctx)).oldestPendingAt?.toISOString() ?? null }),
+    lastError: t.string({ nullable: true, description: 'The latest error of a mail still pending or dead.', resolve: async (_o, _a, ctx) => (await stats(ctx)).lastError }),
+    lastErrorAt: t.string({ nullable: true, resolve: async (_o, _a, ctx) => (await stats(ctx)).lastErrorAt?.toISOString() ?? null }),
+    messages: t.connection(
+      {
+        type: OutboxMailRef,
+        complexity: pageComplexity,
+        description: 'The mails in queue order (orderBy: CreatedAt), of one status when given.',
+        args: { status: t.arg({ type: MailStatusEnum }), ...orderArgs(t.arg) },
+        resolve: (o, args, ctx) => {
+          if (args.orderBy && args.orderBy.toLowerCase() !== 'createdat') throw ValidationError.at('orderBy', `Unknown OrderBy '${args.orderBy}'. Use CreatedAt.`);
+          const query = outboxListQuery(ctx.db, o.tenantId, args.status as MailStatus | null | undefined);
+          const count = async () => Number((await query.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
+          const sort: SortKey = { name: 'CreatedAt', value: sql.ref('m.created_at'), type: 'timestamptz', nullable: false, id: sql.ref('m.id'), idType: 'uuid' };
+          return paginate<MailOutboxRow>({ list: `outboxMail~${args.status ?? ''}`, query, count, sort, args });
+        },
+      },
+      OutboxMailConnection,
+    ),
+  }),
+});
+
+builder.queryFields((t) => ({
+  subjectPortalUsers: t.connection(
+    {
+      type: PortalUserRef,
+      nullable: true,
+      complexity: pageComplexity,
+      description: 'A subject\'s portal users, by e-mail (D9); the twin of GET subjectAccessUsers, needing only View:SubjectAccessInvite.',
+      authScopes: { permission: 'View:SubjectAccessInvite' },
+      args: { subjectId: t.arg.id({ required: true, description: 'The subject UUID (or its global id).' }), ...orderArgs(t.arg) },
+      resolve: async (_root, args, ctx) => {
+        const [subject] = await findSubjectsByIds(ctx.db, ctx.principal.tenantId, [subjectUuid(args.subjectId)]);
+        if (!subject) throw new NotFoundError('No subject has this id.');
+        return portalUsersPage(ctx, subject.id, args);
+      },
+    },
+    PortalUserConnection,
+  ),
+  mailOutbox: t.field({
+    type: MailOutboxRef,
+    nullable: true,
+    description: 'The tenant\'s invitation outbox (View:SubjectAccessInvite).',
+    authScopes: { permission: 'View:SubjectAccessInvite' },
+    resolve: (_root, _args, ctx) => ({ tenantId: ctx.principal.tenantId }),
+  }),
+}));
+
+interface PortalPayload {
+  subjectId: string;
+  portalUsers: PortalUserRow[];
+}
+
+function portalPayload(name: string, description: string) {
+  return builder.objectRef<PortalPayload>(name).implement({
+    fields: (t) => ({
+      portalUsers: t.field({ type: [PortalUserRef], description, resolve: (p) => p.portalUsers }),
+      subject: t.field({ type: SubjectRef, nullable: true, authScopes: { permission: 'View:Subject' }, resolve: (p) => p.subjectId }),
+    }),
+  });
+}
+
+const InvitePayload = portalPayload('InviteSubjectToPortalPayload', 'The portal users the call concerns (new or already invited), in the order named.');
+const RemovePayload = portalPayload('RemoveSubjectPortalAccessPayload', 'The portal users the call removed, by e-mail.');
+
+builder.mutationFields((t) => ({
+  inviteSubjectToPortal: t.field({
+    type: InvitePayload,
+    nullable: true,
+    description: 'Invites to the subject portal (Create:SubjectAccessInvite): without emails the subject itself (self access), with emails those third parties (D9).',
+    args: {
+      input: t.arg({
+        type: builder.inputType('InviteSubjectToPortalInput', {
+          fields: (f) => ({
+            subjectId: f.id({ required: true, description: 'The subject UUID (or its global id).' }),
+            emails: f.stringList({ description: 'Third-party e-mail addresses; absent or null: self access.' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: async (_root, { input }, ctx) => {
+      const subjectId = subjectUuid(input.subjectId);
+      return { subjectId, portalUsers: await inviteToPortal(ctx.db, ctx.principal, subjectId, input.emails) };
+    },
+  }),
+  removeSubjectPortalAccess: t.field({
+    type: RemovePayload,
+    nullable: true,
+    description: 'Removes portal access (Delete:SubjectAccessInvite): those third-party users, or without thirdPartyUserEmails the self-access user (D9).',
+    args: {
+      input: t.arg({
+        type: builder.inputType('RemoveSubjectPortalAccessInput', {
+          fields: (f) => ({
+            subjectId: f.id({ required: true, description: 'The subject UUID (or its global id).' }),
+            thirdPartyUserEmails: f.stringList({ description: 'Third-party users to remove (unknown addresses are ignored); absent or null: the self-access user.' }),
+          }),
+        }),
+        required: true,
+      }),
+    },
+    resolve: async (_root, { input }, ctx) => {
+      const subjectId = subjectUuid(input.subjectId);
+      return { subjectId, portalUsers: await removePortalAccess(ctx.db, ctx.principal, subjectId, input.thirdPartyUserEmails) };
+    },
+  }),
+}));
