@@ -7,8 +7,8 @@
  * One GraphQL request reads the 50 subjects with their 7 data points each (extract options
  * `{ metric: 'steps', period: { days: 7 } }`); every answer is checked (no errors, 50 subjects, 7 points
  * each). Scenarios, each BENCH_ITERATIONS times (default 50) sequentially after 3 warm-up requests:
- *  - miss: before each request (outside the timed section) `updateDataExtract` changes the extract's
- *    options (`run: <iteration>`), which drops its cache on both levels, so the request calls the provider;
+ *  - miss: before each request (outside the timed section) `createDataExtract` makes a new extract with
+ *    the same options, which nothing has cached, so the request calls the provider;
  *  - LRU hit: the same request repeated on the same instance (in-process cache);
  *  - PostgreSQL hit: a second instance on the same database with CACHE_MAX_BYTES=0 (no in-process cache);
  *  - provider round trip: ProviderClient.fetchAll for the same 50 identifiers, no service involved (its
@@ -46,7 +46,7 @@ const OPTIONS = { metric: 'steps', period: { days: POINTS_PER_SUBJECT } };
 
 const QUERY = `query($key: String!) { subjects(first: ${SUBJECTS}) { edges { node { externalId
   dataPoints(extractKey: $key, first: 100) { totalCount edges { node { id items { key value } } } } } } } }`;
-const UPDATE_EXTRACT = `mutation($input: UpdateDataExtractInput!) { updateDataExtract(input: $input) { dataExtract { key } } }`;
+const CREATE_EXTRACT = `mutation($input: CreateDataExtractInput!) { createDataExtract(input: $input) { dataExtract { key } } }`;
 const UPSERT_SUBJECT = `mutation($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created subject { subjectId } } }`;
 
 async function openBenchDatabase(): Promise<{ handle: DatabaseHandle; url: string | undefined; dispose: () => Promise<void>; kind: 'pglite' | 'postgres' }> {
@@ -184,8 +184,8 @@ async function main() {
       if (data.upsertSubject?.created !== true) throw new Error(`subject ${id} not created: ${JSON.stringify(data)}`);
     }
 
-    const read = async (base: string) => {
-      const data = await gql(base, QUERY, { key: EXTRACT });
+    const read = async (base: string, key = EXTRACT) => {
+      const data = await gql(base, QUERY, { key });
       const edges = data.subjects.edges as { node: { externalId: string; dataPoints: { totalCount: number; edges: unknown[] } | null } }[];
       if (edges.length !== SUBJECTS) throw new Error(`expected ${SUBJECTS} subjects, got ${edges.length}`);
       for (const { node } of edges) {
@@ -217,12 +217,15 @@ async function main() {
       process.stderr.write(`done: ${scenario}\n`);
     };
 
-    // (1) Cache miss: a change of options drops the extract's cache on every level and instance.
+    // (1) Cache miss: each request reads a new extract (same options), so nothing is cached on any
+    // level and no background re-fetch runs beside it.
+    let missKey = '';
     await measure(
       'cache miss (service → provider)',
-      () => read(first.url),
+      () => read(first.url, missKey),
       async (iteration) => {
-        await gql(first.url, UPDATE_EXTRACT, { input: { key: EXTRACT, options: { ...OPTIONS, run: iteration } } });
+        missKey = `miss-${iteration < 0 ? `w${-iteration}` : iteration}`;
+        await gql(first.url, CREATE_EXTRACT, { input: { key: missKey, name: 'Steps (miss)', dataSourceKey: 'reference', options: OPTIONS } });
       },
     );
     // (2) In-process LRU hit on the same instance.
