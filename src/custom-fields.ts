@@ -31,6 +31,9 @@ export function valueText(type: DataTypeName, v: Scalar): string {
   return type === 'Boolean' ? (v ? 'true' : 'false') : String(v);
 }
 
+// The instants whose ISO text has a four-digit year (Date.UTC would read year 1 as 1901).
+const MIN_INSTANT = new Date(0).setUTCFullYear(1, 0, 1);
+const MAX_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 const INT32_MIN = -2147483648;
 const INT32_MAX = 2147483647;
 
@@ -90,8 +93,14 @@ export function readTyped(type: DataTypeName, raw: unknown): { ok: true; value: 
       if (zone && zone.toUpperCase() !== 'Z') {
         const sign = zone.startsWith('-') ? -1 : 1;
         const digits = zone.slice(1).replace(':', '');
-        t -= sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2))) * 60000;
+        const [hh, mm] = [Number(digits.slice(0, 2)), Number(digits.slice(2))];
+        // Real offsets lie within ±14:00 (UTC−12 … UTC+14); `+99:99` is no offset.
+        if (hh > 14 || mm > 59 || (hh === 14 && mm > 0)) return fail('The UTC offset must lie between -14:00 and +14:00.');
+        t -= sign * (hh * 60 + mm) * 60000;
       }
+      // In UTC the instant must keep a four-digit year from 0001 to 9999: its canonical text sorts as
+      // text, and both databases read it back (year 0 or 10000 would poison ordering for the tenant).
+      if (t < MIN_INSTANT || t > MAX_INSTANT) return fail('The date-time must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z in UTC.');
       return { ok: true, value: new Date(t).toISOString() };
     }
   }

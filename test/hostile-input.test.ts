@@ -1,0 +1,38 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApiClient, type TestApp, createTenant, expectValidation, startApp, tenantConfig } from './helpers.js';
+
+// Issue 9: inputs an attacker would send. Each is a named 4xx that changes nothing, never a 500.
+
+let app: TestApp;
+let api: ApiClient;
+beforeAll(async () => {
+  app = await startApp();
+  const base = tenantConfig();
+  api = await (await createTenant(app, { subjectFields: [...base.subjectFields, { key: 'hired', name: 'Hired', dataType: 'DateTime' }] })).client();
+});
+afterAll(() => app?.close());
+
+const person = (n: string, hired: unknown) => ({
+  CustomFieldValues: [
+    { Key: 'employeeNumber', Value: { String: { Value: n } } },
+    { Key: 'fullName', Value: { String: { Value: `Person ${n}` } } },
+    { Key: 'hired', Value: { DateTime: { Value: hired } } },
+  ],
+});
+
+describe('issue 9 item 5: date-times both databases can hold', () => {
+  it('rejects instants outside years 0001-9999 in UTC and offsets beyond ±14:00, naming the location', async () => {
+    for (const bad of ['0001-01-01T00:00:00+14:00', '9999-12-31T23:00:00-14:00', '2024-05-01T10:00:00+99:99', '2024-05-01T10:00:00+14:30']) {
+      const r = await api.post('/api/v2/messaging/subject', person(`D-${bad}`, bad));
+      expectValidation(r, 'CustomFieldValues[2].Value.DateTime.Value');
+    }
+    // Nothing was written, and ordering by the field still works for the tenant.
+    expect((await api.get('/api/v2/subject')).body.PageInfo.TotalCount).toBe(0);
+    expect((await api.post('/api/v2/messaging/subject', person('D-ok', '0001-01-01T00:00:00Z'))).status).toBe(201);
+    expect((await api.post('/api/v2/messaging/subject', person('D-ok2', '9999-12-31T23:59:59.999+00:00'))).status).toBe(201);
+    expect((await api.post('/api/v2/messaging/subject', person('D-ok3', '2024-05-01T10:00:00-12:00'))).status).toBe(201);
+    const ordered = await api.get('/api/v2/subject?OrderBy=hired');
+    expect(ordered.status).toBe(200);
+    expect(ordered.body.Edges.map((e: any) => e.Node.ExternalId)).toEqual(['D-ok', 'D-ok3', 'D-ok2']);
+  });
+});
