@@ -36,3 +36,26 @@ describe('issue 9 item 5: date-times both databases can hold', () => {
     expect(ordered.body.Edges.map((e: any) => e.Node.ExternalId)).toEqual(['D-ok', 'D-ok3', 'D-ok2']);
   });
 });
+
+describe('issue 9 item 8: bounded search work', () => {
+  it('rejects a search term over 200 characters on every list, naming SearchTerm', async () => {
+    const long = 'a'.repeat(201);
+    expectValidation(await api.get(`/api/v2/subject?SearchTerm=${long}`), 'SearchTerm');
+    expectValidation(await api.get(`/api/v1/structuralEntity?SearchTerm=${long}`), 'SearchTerm');
+    expectValidation(await api.get(`/api/v1/users?searchTerm=${long}`), 'searchTerm');
+    const gql = await api.gql('query($t: String) { subjects(searchTerm: $t) { totalCount } }', { t: long });
+    expect(gql.body.errors[0].extensions.code).toBe('BAD_REQUEST');
+    expect((await api.get(`/api/v2/subject?SearchTerm=${'a'.repeat(200)}`)).status).toBe(200);
+  });
+
+  it('keeps relevance cursors small whatever the term', async () => {
+    await api.post('/api/v2/messaging/subject', person('S-1', '2024-05-01T10:00:00Z'));
+    const term = 'Person S'.padEnd(200, 'x');
+    const r = await api.get(`/api/v2/subject?SearchTerm=${encodeURIComponent('Person S-1')}&First=1`);
+    expect(r.status).toBe(200);
+    expect(r.body.Edges[0].Cursor.length).toBeLessThan(200);
+    const long = await api.get(`/api/v2/subject?SearchTerm=${encodeURIComponent(term)}&First=1`);
+    expect(long.status).toBe(200);
+    for (const e of long.body.Edges) expect(e.Cursor.length).toBeLessThan(200);
+  });
+});

@@ -208,7 +208,8 @@ const counts = new LRUCache<string, number>({ max: 20_000 });
 
 /** TotalCount of a filtered subject list, counted once per data version (D6 exact, issue: cheap at scale). */
 export async function countSubjects(db: Db, tenantId: string, filters: SubjectFilters): Promise<number> {
-  const filterKey = JSON.stringify(filters);
+  // A digest: the filters can be long (terms, many values), the cache's keys must not be (issue 9).
+  const filterKey = createHash('sha256').update(JSON.stringify(filters)).digest('base64url');
   const cached = counts.get(`${tenantId}|${await readDataVersion(db, tenantId)}|${filterKey}`);
   if (cached !== undefined) return cached;
   const counted = subjectListQuery(db, tenantId, filters).select((eb) => eb.fn.countAll<string>().as('n'));

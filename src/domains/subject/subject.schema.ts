@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { type ArgBuilder, createContextCache } from '@pothos/core';
 import { decodeGlobalID } from '@pothos/plugin-relay';
 import DataLoader from 'dataloader';
@@ -170,7 +171,8 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
     ) as unknown as typeof query;
   }
   // A relevance cursor fits only the term that produced it.
-  const list = relevance ? `subject~${searchTerm}` : 'subject';
+  // Bound to the term by a digest: a cursor stays small whatever the term's length (issue 9).
+  const list = relevance ? `subject~${createHash('sha256').update(searchTerm!).digest('base64url').slice(0, 16)}` : 'subject';
   return paginate<SubjectRow>({ list, query, count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters), sort, args });
 }
 
