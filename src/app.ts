@@ -17,6 +17,7 @@ import { DataCache } from './domains/data/data-cache.js';
 import { SecretBox } from './domains/data/secret-box.js';
 import { OutboxSender } from './domains/portal/outbox.sender.js';
 import { AppError, problem } from './errors.js';
+import { graphiqlOptions } from './graphiql.js';
 import { Metrics, type PoolStats } from './metrics.js';
 import { openApiDocument } from './openapi.js';
 import { methodNotAllowed, restRouter } from './rest.js';
@@ -194,7 +195,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
   const yoga = createYoga<{ req: Request; res: Response }>({
     schema,
     graphqlEndpoint: '/graphql',
-    graphiql,
+    ...graphiqlOptions({ enabled: graphiql, demoDefaults: config.NODE_ENV !== 'production' }),
     landingPage: false,
     maskedErrors: {
       // PostgreSQL cannot store U+0000 in text: such an argument is bad input, not a server error (P3).
