@@ -18,6 +18,7 @@ import { SecretBox } from './domains/data/secret-box.js';
 import { OutboxSender } from './domains/portal/outbox.sender.js';
 import { AppError, problem } from './errors.js';
 import { graphiqlOptions } from './graphiql.js';
+import { boundedParser, graphqlRequestLimits } from './graphql-limits.js';
 import { Metrics, type PoolStats } from './metrics.js';
 import { openApiDocument } from './openapi.js';
 import { methodNotAllowed, restRouter } from './rest.js';
@@ -111,6 +112,14 @@ const graphqlErrorsAnswer200: Plugin = {
     });
   },
 };
+
+/** Yoga's log arguments for pino: an Error (its original cause if wrapped) as `err`, the rest as `details`. */
+function logArgs(args: unknown[]): Record<string, unknown> {
+  const error = args.find((a): a is Error => a instanceof Error);
+  const cause = error && (error as GraphQLError).originalError ? (error as GraphQLError).originalError : error;
+  const details = args.filter((a) => a !== error);
+  return { ...(cause ? { err: cause } : {}), ...(details.length ? { details } : {}) };
+}
 
 /** D10: stale data served in this response, as `extensions.staleData`. */
 const staleDataExtension: Plugin = {
@@ -210,15 +219,17 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
         return maskError(error, message, isDev);
       },
     },
+    // Errors logged with their class, message and stack (the answer stays generic, issue 9).
     logging: {
-      debug: (...a) => logger.debug(a),
-      info: (...a) => logger.info(a),
-      warn: (...a) => logger.warn(a),
-      error: (...a) => logger.error(a),
+      debug: (...a) => logger.debug(logArgs(a)),
+      info: (...a) => logger.info(logArgs(a)),
+      warn: (...a) => logger.warn(logArgs(a)),
+      error: (...a) => logger.error(logArgs(a), 'graphql error'),
     },
     context: ({ req }) => createContext({ db, principal: req.principal!, requestId: String(req.id), log: req.log, data }),
     plugins: [
       graphqlErrorsAnswer200,
+      boundedParser,
       ...(metrics ? [metrics.graphql()] : []),
       staleDataExtension,
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
@@ -236,6 +247,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       if (graphiql && req.method === 'GET' && (req.headers.accept ?? '').includes('text/html')) return next();
       graphqlAuth(req, res, next);
     },
+    graphqlRequestLimits(config.MAX_BODY_BYTES),
     (req, res) => {
       void yoga.handle(req, res, { req, res });
     },
@@ -278,6 +290,10 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       } else if (e.type === 'entity.parse.failed') {
         status = 400;
         detail = 'The request body is not valid JSON.';
+      } else if (err instanceof URIError) {
+        // A path parameter that is not valid percent-encoding (`%zz`, an encoded lone surrogate).
+        status = 400;
+        detail = 'The request path is not valid percent-encoded UTF-8.';
       } else if (e.status === 415 || e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
         status = 415;
         detail = 'The request body encoding or charset is not supported.';

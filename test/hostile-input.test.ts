@@ -59,3 +59,41 @@ describe('issue 9 item 8: bounded search work', () => {
     for (const e of long.body.Edges) expect(e.Cursor.length).toBeLessThan(200);
   });
 });
+
+describe('issue 9 items 6 and 7: paths and the GraphQL endpoint', () => {
+  const auth = () => ({ authorization: `Bearer ${api.token}` });
+
+  it('answers malformed percent-encoding in a path parameter with 400', async () => {
+    for (const p of ['/api/v2/subject/%zz', '/api/v2/subject/%ED%A0%80', '/api/v1/structuralEntity/%E0%A4%A']) {
+      const r = await fetch(`${app.url}${p}`, { headers: auth() });
+      expect(r.status, p).toBe(400);
+      expect(r.headers.get('content-type')).toMatch(/problem\+json/);
+    }
+  });
+
+  it('answers GET variables that are not a JSON object with a coded GraphQL error', async () => {
+    for (const v of ['garbage', '[1]', '"x"']) {
+      const r = await fetch(`${app.url}/graphql?query=${encodeURIComponent('{ __typename }')}&variables=${encodeURIComponent(v)}`, { headers: auth() });
+      expect(r.status, v).toBe(400);
+      expect((await r.json()).errors[0].extensions.code).toBe('BAD_REQUEST');
+    }
+  });
+
+  it('rejects documents nested thousands of levels, or too long, before parsing them', async () => {
+    const deep = `query { ${'subjects { edges { node { structuralEntities { edges { node { '.repeat(600)}${'} '.repeat(3600)}}`;
+    const frag = `{ ${'...on Query { '.repeat(3000)}__typename${' }'.repeat(3000)} }`;
+    const long = `{ ${'__typename '.repeat(30_000)}}`;
+    for (const query of [deep, frag, long]) {
+      const r = await api.gql(query);
+      expect(r.body.errors[0].extensions.code).toBe('BAD_REQUEST');
+      expect(r.body.errors[0].message).toMatch(/nests deeper|tokens/);
+    }
+    // The service is still there.
+    expect((await fetch(`${app.url}/healthz`)).status).toBe(200);
+  });
+
+  it('limits a GraphQL body to MAX_BODY_BYTES like REST (413)', async () => {
+    const r = await api.request('POST', '/graphql', { body: { query: '{ __typename }', variables: { x: 'a'.repeat(2 * 1024 * 1024) } } });
+    expect(r.status).toBe(413);
+  });
+});
