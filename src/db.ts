@@ -3,14 +3,21 @@ import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { createPgConfig } from '@electric-sql/pglite/node-postgres';
 import {
+  BinaryOperationNode,
+  FunctionNode,
   type Generated,
   type GeneratedAlways,
   type Insertable,
   Kysely,
+  type KyselyPlugin,
   type LogEvent,
   Migrator,
+  OperationNodeTransformer,
+  OperatorNode,
   PostgresDialect,
+  PrimitiveValueListNode,
   type Selectable,
+  ValueNode,
 } from 'kysely';
 import pg from 'pg';
 import { migrations } from '../db/migrations.js';
@@ -315,6 +322,31 @@ function logOption(opts: Pick<DatabaseOptions, 'onQuery'>) {
 }
 
 /**
+ * Binds `x IN (a, b, …)` over a list of values as `x = ANY($1)` with one array parameter (`NOT IN` as
+ * `<> ALL`). PostgreSQL's wire protocol caps a statement at 65,535 parameters: a request naming tens of
+ * thousands of keys, or a large loader batch, must not fail at the protocol (issue 9). Every query of the
+ * service passes through here, so no call site can forget it.
+ */
+class ArrayParameterTransformer extends OperationNodeTransformer {
+  protected override transformBinaryOperation(node: BinaryOperationNode): BinaryOperationNode {
+    const op = OperatorNode.is(node.operator) ? node.operator.operator : undefined;
+    if ((op === 'in' || op === 'not in') && PrimitiveValueListNode.is(node.rightOperand)) {
+      return BinaryOperationNode.create(
+        this.transformNode(node.leftOperand),
+        OperatorNode.create(op === 'in' ? '=' : '<>'),
+        FunctionNode.create(op === 'in' ? 'any' : 'all', [ValueNode.create([...node.rightOperand.values])]),
+      );
+    }
+    return super.transformBinaryOperation(node);
+  }
+}
+
+const arrayParameters: KyselyPlugin = {
+  transformQuery: (args) => new ArrayParameterTransformer().transformNode(args.node),
+  transformResult: async (args) => args.result,
+};
+
+/**
  * Opens PostgreSQL when a URL is given, else PGlite in `dataDir` through its node-postgres bridge, so one
  * PostgresDialect (and the same SQL) serves both.
  */
@@ -323,7 +355,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10, options: `-c ${SEARCH_THRESHOLD}` });
     // Without a listener, an error on an idle client is an unhandled 'error' event: the process dies.
     pool.on('error', (e) => opts.onPoolError?.(e));
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...logOption(opts) });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), plugins: [arrayParameters], ...logOption(opts) });
     const url = opts.databaseUrl;
     return { db, kind: 'postgres', listen: (channel, handlers) => listenPostgres(url, channel, handlers), poolStats: () => statsOf(pool), close: () => db.destroy() };
   }
@@ -395,7 +427,7 @@ export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'on
   // One connection for the life of the instance: a session setting holds for every query.
   await pglite.exec(`SET ${SEARCH_THRESHOLD.replace('=', ' = ')}`);
   const pool = new pg.Pool(createPgConfig(pglite) as pg.PoolConfig);
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...logOption(opts) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), plugins: [arrayParameters], ...logOption(opts) });
   return {
     db,
     kind: 'pglite',

@@ -97,3 +97,15 @@ describe('issue 9 items 6 and 7: paths and the GraphQL endpoint', () => {
     expect(r.status).toBe(413);
   });
 });
+
+describe('issue 9 item 4: long lists bind as one array parameter', () => {
+  it('answers a filter or a body naming tens of thousands of keys without a protocol failure', async () => {
+    const keys = Array.from({ length: 70_000 }, (_, i) => `k-${i}`);
+    const list = await api.gql('query($k: [String!]) { subjects(structuralEntityKeys: $k) { totalCount } }', { k: keys });
+    expect(list.body.errors).toBeUndefined();
+    expect(list.body.data.subjects.totalCount).toBe(0);
+    const id = (await api.post('/api/v2/messaging/subject', person('K-1', '2024-05-01T10:00:00Z'))).body.internalId;
+    const add = await api.put(`/api/v1/subject/${id}/structuralEntities`, { Keys: keys.slice(0, 40_000) });
+    expect(add.status).toBe(400);
+  });
+});
