@@ -10,6 +10,7 @@ import type { Scope } from './domains/auth/permissions.js';
 import type { TokenService } from './domains/auth/tokens.js';
 import type { DataCache } from './domains/data/data-cache.js';
 import { AppError, type FieldErrors, NotFoundError, ValidationError, problem } from './errors.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paging.js';
 
 export interface RestRequest<P, Q, B> {
   params: P;
@@ -33,15 +34,21 @@ export interface RouteDef<TData = any, TVars = any, P = any, Q = any, B = any> {
   scopes?: Scope[];
   /** The permission(s) the operation demands, for the OpenAPI description. */
   permissions: string;
+  /** More about the operation for the OpenAPI description (document only). */
+  description?: string;
   params?: z.ZodType<P>;
   query?: z.ZodType<Q>;
-  body?: { schema: z.ZodType<B>; required: boolean };
+  /** The body schema; `example` is a realistic body for the OpenAPI document (document only). */
+  body?: { schema: z.ZodType<B>; required: boolean; example?: unknown };
   operation: TypedDocumentNode<TData, TVars>;
   variables: (req: RestRequest<P, Q, B>) => TVars;
   /** Status and body from the operation's data; may throw an AppError (e.g. NotFound for null). */
   respond: (data: TData) => { status: number; body: unknown };
-  /** Documented answers: status → description and body schema. */
-  responses: Record<number, { description: string; schema?: z.ZodType }>;
+  /**
+   * Documented answers: status → description, body schema and a realistic example body (document only).
+   * A 4xx entry documents a problem+json answer of the operation (its example, when given, a problem body).
+   */
+  responses: Record<number, { description: string; schema?: z.ZodType; example?: unknown }>;
   /** Maps a GraphQL-cased error location to the REST one; default: PascalCase every segment. */
   location?: (path: string) => string;
 }
@@ -254,28 +261,36 @@ export function methodNotAllowed(paths: ReadonlyMap<string, readonly string[]>):
   return router;
 }
 
-/** The PascalCase paged envelope schema around a node schema (OpenAPI). */
-export function pageSchema(node: z.ZodType) {
-  return z.object({
-    PageInfo: z.object({
-      HasNextPage: z.boolean(),
-      HasPreviousPage: z.boolean(),
-      StartCursor: z.string().nullable(),
-      EndCursor: z.string().nullable(),
-      TotalCount: z.int(),
-    }),
-    Edges: z.array(z.object({ Node: node, Cursor: z.string() })),
-  });
+const PageInfoSchema = z
+  .object({
+    HasNextPage: z.boolean(),
+    HasPreviousPage: z.boolean(),
+    StartCursor: z.string().nullable().meta({ description: 'Cursor of the first node of the page; null for an empty page.' }),
+    EndCursor: z.string().nullable().meta({ description: 'Cursor of the last node of the page; null for an empty page.' }),
+    TotalCount: z.int().meta({ description: 'Nodes in the whole list (every page).' }),
+  })
+  .meta({ id: 'PageInfo', description: 'Where the page lies in the list (D6).' });
+
+/** The PascalCase paged envelope schema around a node schema, named `<name>Page` (OpenAPI). */
+export function pageSchema(node: z.ZodType, name: string) {
+  return z
+    .object({
+      PageInfo: PageInfoSchema,
+      Edges: z.array(z.object({ Node: node, Cursor: z.string().meta({ description: 'Opaque cursor of this node, for After or Before.' }) }).meta({ id: `${name}Edge` })),
+    })
+    .meta({ id: `${name}Page` });
 }
 
 /** A sent custom field value (D7/D8): checked by the shared validator, so the schema only documents it. */
-export const SentValueSchema = z.object({
-  Key: z.string(),
-  Value: z.unknown().meta({
-    description:
-      'An object with one property named after the data type, e.g. {"Integer": {"Value": 5}}; an array of them for an array field; null clears the field.',
-  }),
-});
+export const SentValueSchema = z
+  .object({
+    Key: z.string().meta({ description: 'The custom field key.' }),
+    Value: z.unknown().meta({
+      description:
+        'An object with one property named after the data type, e.g. {"Integer": {"Value": 5}}; an array of them for an array field; null clears the field.',
+    }),
+  })
+  .meta({ id: 'CustomFieldValueInput', description: 'A custom field value as sent (property names are matched case-insensitively).' });
 
 /** Sent custom field values in the GraphQL input shape. */
 export function sentValues(items: readonly { Key: string; Value?: unknown }[]) {
@@ -313,32 +328,65 @@ export function restCamelPage<N, R>(conn: Parameters<typeof restPage<N, R>>[0], 
   };
 }
 
-/** The lower-camel-case paged envelope schema around a node schema (OpenAPI). */
-export function camelPageSchema(node: z.ZodType) {
-  return z.object({
-    pageInfo: z.object({
-      hasNextPage: z.boolean(),
-      hasPreviousPage: z.boolean(),
-      startCursor: z.string().nullable(),
-      endCursor: z.string().nullable(),
-      totalCount: z.int(),
-    }),
-    edges: z.array(z.object({ cursor: z.string(), node })),
-  });
+const CamelPageInfoSchema = z
+  .object({
+    hasNextPage: z.boolean(),
+    hasPreviousPage: z.boolean(),
+    startCursor: z.string().nullable().meta({ description: 'Cursor of the first node of the page; null for an empty page.' }),
+    endCursor: z.string().nullable().meta({ description: 'Cursor of the last node of the page; null for an empty page.' }),
+    totalCount: z.int().meta({ description: 'Nodes in the whole list (every page).' }),
+  })
+  .meta({ id: 'CamelCasePageInfo', description: 'Where the page lies in the list (D6), in lower camel case (D5).' });
+
+/** The lower-camel-case paged envelope schema around a node schema, named `<name>Page` (OpenAPI). */
+export function camelPageSchema(node: z.ZodType, name: string) {
+  return z
+    .object({
+      pageInfo: CamelPageInfoSchema,
+      edges: z.array(z.object({ cursor: z.string().meta({ description: 'Opaque cursor of this node, for After or Before.' }), node }).meta({ id: `${name}Edge` })),
+    })
+    .meta({ id: `${name}Page` });
+}
+
+/**
+ * Document only: the contract's type of a query parameter whose binding schema takes the query text
+ * (e.g. `First` is bound from a string, documented as an integer 0-1000). The OpenAPI document shows
+ * `documented`; requests are still bound and validated by the binding schema alone.
+ */
+const documentedTypes = new WeakMap<z.ZodType, z.ZodType>();
+
+/** Registers `documented` as the OpenAPI type of the query parameter bound by `binding`; returns `binding` unchanged. */
+export function documentedAs<T extends z.ZodType>(binding: T, documented: z.ZodType): T {
+  documentedTypes.set(binding, documented);
+  return binding;
+}
+
+/** The schema the OpenAPI document shows for a parameter bound by `binding`. */
+export function documentedType(binding: z.ZodType): z.ZodType {
+  return documentedTypes.get(binding) ?? binding;
 }
 
 /** Zod schemas of the paging query parameters shared by every list (D6); names as documented. */
 export const pagingQuery = {
   After: z.string().optional().meta({ description: 'Cursor: items after this node.' }),
   Before: z.string().optional().meta({ description: 'Cursor: items before this node.' }),
-  First: z.string().regex(/^[+-]?\d+$/, 'First must be an integer.').transform(Number).optional().meta({ description: 'Number of first items (0-1000); 20 when neither First nor Last is given.' }),
-  Last: z.string().regex(/^[+-]?\d+$/, 'Last must be an integer.').transform(Number).optional().meta({ description: 'Number of last items (0-1000).' }),
+  First: documentedAs(
+    z.string().regex(/^[+-]?\d+$/, 'First must be an integer.').transform(Number).optional(),
+    z.int().min(0).max(MAX_PAGE_SIZE).optional().meta({ description: `Number of first items; ${DEFAULT_PAGE_SIZE} when neither First nor Last is given.` }),
+  ),
+  Last: documentedAs(
+    z.string().regex(/^[+-]?\d+$/, 'Last must be an integer.').transform(Number).optional(),
+    z.int().min(0).max(MAX_PAGE_SIZE).optional().meta({ description: 'Number of last items.' }),
+  ),
   OrderBy: z.string().optional().meta({ description: 'Key of the field to order by.' }),
-  OrderDirection: z
-    .string()
-    .regex(/^(ascending|descending)$/i, 'OrderDirection must be Ascending or Descending.')
-    .transform((v) => (v.toLowerCase() === 'descending' ? ('DESCENDING' as const) : ('ASCENDING' as const)))
-    .optional(),
+  OrderDirection: documentedAs(
+    z
+      .string()
+      .regex(/^(ascending|descending)$/i, 'OrderDirection must be Ascending or Descending.')
+      .transform((v) => (v.toLowerCase() === 'descending' ? ('DESCENDING' as const) : ('ASCENDING' as const)))
+      .optional(),
+    z.enum(['Ascending', 'Descending']).optional().meta({ description: 'Sort direction, Ascending when absent (the names are matched case-insensitively).' }),
+  ),
 };
 
 /** GraphQL paging variables from the bound paging query. */

@@ -1,6 +1,10 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
+import { problem } from '../../errors.js';
 import { defineRoute, pascalLocation } from '../../rest.js';
+
+// Examples from the demo tenant (config/demo.tenant.json: extract steps-week; config/demo.subjects.json: E-1003).
+const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
 
 const refreshDataSet = defineRoute({
   method: 'post',
@@ -9,7 +13,7 @@ const refreshDataSet = defineRoute({
   summary: 'Refresh data set',
   tag: 'Data sets',
   permissions: 'Refresh:DataSet',
-  params: z.object({ dataExtractKey: z.string() }),
+  params: z.object({ dataExtractKey: z.string().meta({ examples: ['steps-week'] }) }),
   operation: graphql(`
     mutation RestRefreshDataSet($input: RefreshDataSetInput!) { refreshDataSet(input: $input) { dataExtractKey flaggedEntries } }
   `),
@@ -21,22 +25,31 @@ const refreshDataSet = defineRoute({
   responses: {
     200: {
       description: 'Every cached entry of the extract is flagged stale and re-fetched in the background.',
-      schema: z.object({ DataExtractKey: z.string(), FlaggedEntries: z.int() }),
+      schema: z
+        .object({ DataExtractKey: z.string(), FlaggedEntries: z.int().meta({ description: 'Cached entries flagged stale.' }) })
+        .meta({ id: 'RefreshDataSetResponse' }),
+      example: { DataExtractKey: 'steps-week', FlaggedEntries: 3 },
     },
-    404: { description: 'No data extract has this key.' },
+    404: { description: 'No data extract has this key.', example: problem(404, TRACE_ID, "No data extract has the key 'steps-week'.") },
   },
 });
 
-const DataPointBody = z.object({
-  Id: z.string(),
-  SubjectIdentifier: z.string(),
-  DataPointItems: z.array(
-    z.object({
-      Key: z.string(),
-      Value: z.object({ DataType: z.string(), Value: z.union([z.string(), z.number(), z.boolean(), z.null()]).optional() }),
-    }),
-  ),
-});
+const DataPointBody = z
+  .object({
+    Id: z.string(),
+    SubjectIdentifier: z.string(),
+    DataPointItems: z.array(
+      z
+        .object({
+          Key: z.string(),
+          Value: z
+            .object({ DataType: z.string(), Value: z.union([z.string(), z.number(), z.boolean(), z.null()]).optional() })
+            .meta({ id: 'DataPointValue' }),
+        })
+        .meta({ id: 'DataPointItem' }),
+    ),
+  })
+  .meta({ id: 'DataPoint', description: 'A new or updated data point of the subject.' });
 
 const filterSchema = z
   .record(z.string(), z.unknown())
@@ -44,7 +57,9 @@ const filterSchema = z
   .optional()
   .meta({ description: 'Property path (dot-separated) → the value the extract\'s options must hold there; every entry must hold; empty matches every extract.' });
 
-const ChangeAnswerSchema = z.object({ FlaggedDataExtractKeys: z.array(z.string()) });
+const ChangeAnswerSchema = z
+  .object({ FlaggedDataExtractKeys: z.array(z.string()).meta({ description: 'The extracts whose cached entries for the subject were flagged.' }) })
+  .meta({ id: 'DataChangeResponse' });
 
 // Filter paths are the provider's own, not contract properties: kept as sent.
 const changeLocation = (path: string) =>
@@ -56,8 +71,20 @@ const common = {
   permissions: 'An inbound client of one of the tenant\'s data sources (scope ServiceDataProviderApi or ServiceApi)',
   location: changeLocation,
   responses: {
-    200: { description: 'The matching extracts\' entries for the subject are flagged (none matching is not an error).', schema: ChangeAnswerSchema },
-    404: { description: 'No subject has this identifier.' },
+    200: {
+      description: 'The matching extracts\' entries for the subject are flagged (none matching is not an error).',
+      schema: ChangeAnswerSchema,
+      example: { FlaggedDataExtractKeys: ['steps-week'] },
+    },
+    400: {
+      description: 'The body is invalid.',
+      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { SubjectIdentifier: ['Invalid input: expected string, received undefined'] }),
+    },
+    403: {
+      description: 'The token lacks the scope, or the client is not an inbound client of one of the tenant\'s data sources.',
+      example: problem(403, TRACE_ID, "The client 'demo-client' is not an inbound client of any data source."),
+    },
+    404: { description: 'No subject has this identifier.', example: problem(404, TRACE_ID, "No subject has the identifier 'E-9999'.") },
   },
 };
 
@@ -69,11 +96,27 @@ const dataChange = defineRoute({
   summary: 'Data change: creation or update',
   body: {
     required: true,
-    schema: z.object({
-      SubjectIdentifier: z.string(),
-      DataExtractsOptionsValuesFilter: filterSchema,
-      NewOrUpdatedDataPoints: z.array(DataPointBody).nullable().optional().meta({ description: 'Each SubjectIdentifier must be the request\'s.' }),
-    }),
+    schema: z
+      .object({
+        SubjectIdentifier: z.string().meta({ description: 'The subject, as the data source identifies it (its subjectIdentifier).' }),
+        DataExtractsOptionsValuesFilter: filterSchema,
+        NewOrUpdatedDataPoints: z.array(DataPointBody).nullable().optional().meta({ description: 'Each SubjectIdentifier must be the request\'s.' }),
+      })
+      .meta({ id: 'DataChangeCreationOrUpdateRequest' }),
+    example: {
+      SubjectIdentifier: 'E-1003',
+      DataExtractsOptionsValuesFilter: { metric: 'steps' },
+      NewOrUpdatedDataPoints: [
+        {
+          Id: 'E-1003-steps-2026-11-21',
+          SubjectIdentifier: 'E-1003',
+          DataPointItems: [
+            { Key: 'date', Value: { DataType: 'Date', Value: '2026-11-21' } },
+            { Key: 'steps', Value: { DataType: 'Integer', Value: 9412 } },
+          ],
+        },
+      ],
+    },
   },
   operation: graphql(`
     mutation RestDataChange($input: DataChangeInput!) { reportDataChange(input: $input) { flaggedDataExtractKeys } }
@@ -100,11 +143,14 @@ const dataRemoval = defineRoute({
   summary: 'Data change: removal',
   body: {
     required: true,
-    schema: z.object({
-      SubjectIdentifier: z.string(),
-      DataExtractsOptionsValuesFilter: filterSchema,
-      RemovedDataPointIdentifiers: z.array(z.string()).meta({ description: 'Ids of the removed data points: they leave the cache at once.' }),
-    }),
+    schema: z
+      .object({
+        SubjectIdentifier: z.string().meta({ description: 'The subject, as the data source identifies it (its subjectIdentifier).' }),
+        DataExtractsOptionsValuesFilter: filterSchema,
+        RemovedDataPointIdentifiers: z.array(z.string()).meta({ description: 'Ids of the removed data points: they leave the cache at once.' }),
+      })
+      .meta({ id: 'DataChangeRemovalRequest' }),
+    example: { SubjectIdentifier: 'E-1003', RemovedDataPointIdentifiers: ['E-1003-steps-2026-11-21'] },
   },
   operation: graphql(`
     mutation RestDataRemoval($input: DataRemovalInput!) { reportDataRemoval(input: $input) { flaggedDataExtractKeys } }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
 import type { RestPortalUserFragment } from '../../generated/graphql.js';
+import { problem } from '../../errors.js';
 import { camelPageSchema, defineRoute, pagingQuery, pagingVariables, pascalLocation, restCamelPage } from '../../rest.js';
 import { isUuid } from '../subject/subject.repository.js';
 
@@ -13,21 +14,33 @@ function toRestPortalUser(u: RestPortalUserFragment) {
   return { id: u.id, displayName: u.displayName, email: u.email, inviteMethod: u.inviteMethod };
 }
 
-const PortalUserSchema = z.object({
-  id: z.string(),
-  displayName: z.string(),
-  email: z.string(),
-  inviteMethod: z.string().meta({ description: 'SelfAccess or ThirdParty.' }),
-});
+const PortalUserSchema = z
+  .object({
+    id: z.string(),
+    displayName: z.string(),
+    email: z.string(),
+    inviteMethod: z.string().meta({ description: 'SelfAccess or ThirdParty.' }),
+  })
+  .meta({ id: 'SubjectPortalUser', description: 'A user of the subject portal (lower camel case, D5).' });
+
+// Examples from the demo tenant (config/demo.tenant.json, config/demo.subjects.json: Lars Berg).
+const EXAMPLE_SUBJECT_ID = '48e18403-f60b-4395-aca2-2c64665b13ec';
+const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
+const selfUser = { id: 'f5022c3b-a990-4142-9408-cd3e0b089f2f', displayName: 'Lars Berg', email: 'lars.berg@example.org', inviteMethod: 'SelfAccess' };
+const thirdPartyUser = { id: '99383496-5caf-48a1-aa17-254e69c4c824', displayName: 'ingrid.berg@example.org', email: 'ingrid.berg@example.org', inviteMethod: 'ThirdParty' };
+const notFound = { description: 'No subject has this id.', example: problem(404, TRACE_ID, 'No subject has this id.') };
 
 /** REST subject ids are UUIDs only (D7): anything else names no subject, so 404 after the permission check (D4). */
 function restSubjectId(id: string): string {
   return isUuid(id) ? id : '00000000-0000-0000-0000-000000000000';
 }
 
-const subjectIdParam = z.object({ subjectId: z.string() });
+const subjectIdParam = z.object({ subjectId: z.string().meta({ description: 'The subject id (a UUID).', examples: [EXAMPLE_SUBJECT_ID] }) });
 const tag = 'Subject portal';
-const conflict = { description: 'The portal is not configured, the access kind is not enabled, or the subject lacks a value an invitation requires.' };
+const conflict = {
+  description: 'The portal is not configured, the access kind is not enabled, or the subject lacks a value an invitation requires.',
+  example: problem(409, TRACE_ID, 'Third-party access to the subject portal is not enabled for this tenant.'),
+};
 
 const listPortalUsers = defineRoute({
   method: 'get',
@@ -54,8 +67,34 @@ const listPortalUsers = defineRoute({
   variables: ({ params, query }) => ({ subjectId: restSubjectId(params.subjectId), ...pagingVariables(query) }),
   respond: (data) => ({ status: 200, body: restCamelPage(data.subjectPortalUsers!, toRestPortalUser) }),
   responses: {
-    200: { description: 'A page of the subject\'s portal users, by e-mail (an empty page when the portal is not configured).', schema: camelPageSchema(PortalUserSchema) },
-    404: { description: 'No subject has this id.' },
+    200: {
+      description: 'A page of the subject\'s portal users, by e-mail (an empty page when the portal is not configured).',
+      schema: camelPageSchema(PortalUserSchema, 'SubjectPortalUser'),
+      example: {
+        pageInfo: {
+          hasNextPage: false,
+          hasPreviousPage: false,
+          startCursor: 'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwiaW5ncmlkLmJlcmdAZXhhbXBsZS5vcmciLCI5OTM4MzQ5Ni01Y2FmLTQ4YTEtYWExNy0yNTRlNjljNGM4MjQiXQ',
+          endCursor: 'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwibGFycy5iZXJnQGV4YW1wbGUub3JnIiwiZjUwMjJjM2ItYTk5MC00MTQyLTk0MDgtY2QzZTBiMDg5ZjJmIl0',
+          totalCount: 2,
+        },
+        edges: [
+          {
+            cursor: 'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwiaW5ncmlkLmJlcmdAZXhhbXBsZS5vcmciLCI5OTM4MzQ5Ni01Y2FmLTQ4YTEtYWExNy0yNTRlNjljNGM4MjQiXQ',
+            node: thirdPartyUser,
+          },
+          {
+            cursor: 'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwibGFycy5iZXJnQGV4YW1wbGUub3JnIiwiZjUwMjJjM2ItYTk5MC00MTQyLTk0MDgtY2QzZTBiMDg5ZjJmIl0',
+            node: selfUser,
+          },
+        ],
+      },
+    },
+    400: {
+      description: 'A parameter is invalid.',
+      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { OrderDirection: ['OrderDirection must be Ascending or Descending.'] }),
+    },
+    404: notFound,
   },
 });
 
@@ -69,7 +108,12 @@ const invite = defineRoute({
   params: subjectIdParam,
   body: {
     required: false,
-    schema: z.array(z.string()).nullable().optional().meta({ description: 'Third-party e-mail addresses. No body (or null): the subject itself is invited (self access).' }),
+    schema: z
+      .array(z.string())
+      .nullable()
+      .optional()
+      .meta({ id: 'InviteSubjectToPortalRequest', description: 'Third-party e-mail addresses. No body (or null): the subject itself is invited (self access).' }),
+    example: ['ingrid.berg@example.org'],
   },
   operation: graphql(`
     mutation RestInviteSubjectToPortal($input: InviteSubjectToPortalInput!) {
@@ -81,8 +125,13 @@ const invite = defineRoute({
   location: (path) => path.replace(/^emails/, '') || '$',
   respond: (data) => ({ status: 200, body: data.inviteSubjectToPortal!.portalUsers.map(toRestPortalUser) }),
   responses: {
-    200: { description: 'The portal users the call concerns (new or already invited: inviting is idempotent per subject and e-mail).', schema: z.array(PortalUserSchema) },
-    404: { description: 'No subject has this id.' },
+    200: {
+      description: 'The portal users the call concerns (new or already invited: inviting is idempotent per subject and e-mail).',
+      schema: z.array(PortalUserSchema),
+      example: [thirdPartyUser],
+    },
+    400: { description: 'The body is invalid.', example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { '[0]': ["'ingrid.berg' is not a valid e-mail address."] }) },
+    404: notFound,
     409: conflict,
   },
 });
@@ -99,7 +148,10 @@ const removeAccess = defineRoute({
     thirdPartyUserEmails: z
       .array(z.string())
       .optional()
-      .meta({ description: 'Third-party users to remove (repeatable or comma-separated; unknown addresses are ignored). Absent: the self-access user is removed.' }),
+      .meta({
+        description: 'Third-party users to remove (repeatable or comma-separated; unknown addresses are ignored). Absent: the self-access user is removed.',
+        examples: [['ingrid.berg@example.org']],
+      }),
   }),
   operation: graphql(`
     mutation RestRemoveSubjectPortalAccess($input: RemoveSubjectPortalAccessInput!) {
@@ -110,8 +162,8 @@ const removeAccess = defineRoute({
   location: (path) => (path.startsWith('thirdPartyUserEmails') ? path : pascalLocation(path)), // documented lower case
   respond: (data) => ({ status: 200, body: data.removeSubjectPortalAccess!.portalUsers.map(toRestPortalUser) }),
   responses: {
-    200: { description: 'The portal users removed (their invitation mails not yet sent are cancelled).', schema: z.array(PortalUserSchema) },
-    404: { description: 'No subject has this id.' },
+    200: { description: 'The portal users removed (their invitation mails not yet sent are cancelled).', schema: z.array(PortalUserSchema), example: [thirdPartyUser] },
+    404: notFound,
     409: conflict,
   },
 });

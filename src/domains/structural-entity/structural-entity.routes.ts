@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { NotFoundError } from '../../errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestStructuralEntityFragment } from '../../generated/graphql.js';
-import { SentValueSchema, defineRoute, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../rest.js';
+import { problem } from '../../errors.js';
+import { SentValueSchema, defineRoute, documentedAs, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../rest.js';
 
 graphql(`
   fragment RestStructuralEntity on StructuralEntity {
@@ -38,21 +39,66 @@ export function toRestEntity(e: RestStructuralEntityFragment) {
   };
 }
 
-const CustomFieldSchema = z.object({ Name: z.string(), Key: z.string(), Type: z.string(), Required: z.boolean() });
+const CustomFieldSchema = z
+  .object({ Name: z.string(), Key: z.string(), Type: z.string(), Required: z.boolean() })
+  .meta({ id: 'StructuralEntityCustomField', description: 'A custom field of a structure type.' });
 export const RestStructuralEntitySchema = z
   .object({
     Key: z.string(),
     DisplayName: z.string(),
-    ParentKey: z.string().nullable(),
-    Depth: z.int(),
-    StructureType: z.object({ Name: z.string(), Key: z.string(), SubjectAssignable: z.boolean(), CustomFields: z.array(CustomFieldSchema) }),
+    ParentKey: z.string().nullable().meta({ description: 'null at the top.' }),
+    Depth: z.int().meta({ description: '1 at the top; parent + 1 below.' }),
+    StructureType: z
+      .object({ Name: z.string(), Key: z.string(), SubjectAssignable: z.boolean(), CustomFields: z.array(CustomFieldSchema) })
+      .meta({ id: 'StructureType' }),
     CustomFieldValues: z.array(
-      z.object({
-        Field: CustomFieldSchema,
-        Value: z.object({ $type: z.string(), DataType: z.string(), Value: z.unknown(), ValueText: z.string() }),
-      }),
+      z
+        .object({
+          Field: CustomFieldSchema,
+          Value: z
+            .object({
+              $type: z.string().meta({ description: 'The data type followed by "Value", e.g. StringValue.' }),
+              DataType: z.string(),
+              Value: z.unknown().meta({ description: 'The value as JSON (a string, number or boolean).' }),
+              ValueText: z.string(),
+            })
+            .meta({ id: 'StructuralEntityValue' }),
+        })
+        .meta({ id: 'StructuralEntityCustomFieldValue' }),
     ),
-  });
+  })
+  .meta({ id: 'StructuralEntity', description: 'A structural entity (D8).' });
+
+// Examples from the demo tenant (config/demo.tenant.json).
+const departmentType = {
+  Name: 'Department',
+  Key: 'department',
+  SubjectAssignable: true,
+  CustomFields: [
+    { Name: 'Cost center', Key: 'costCenter', Type: 'Text', Required: false },
+    { Name: 'Headcount limit', Key: 'headcountLimit', Type: 'Integer', Required: false },
+  ],
+};
+const costCenter = (value: string) => ({
+  Field: { Name: 'Cost center', Key: 'costCenter', Type: 'Text', Required: false },
+  Value: { $type: 'StringValue', DataType: 'String', Value: value, ValueText: value },
+});
+const headcountLimit = (value: number) => ({
+  Field: { Name: 'Headcount limit', Key: 'headcountLimit', Type: 'Integer', Required: false },
+  Value: { $type: 'IntegerValue', DataType: 'Integer', Value: value, ValueText: String(value) },
+});
+export const exampleHeadOffice = { Key: 'hq', DisplayName: 'Head office', ParentKey: 'acme', Depth: 2, StructureType: departmentType, CustomFieldValues: [costCenter('CC-100')] };
+export const exampleSalesNorth = { Key: 'sales-north', DisplayName: 'Sales North', ParentKey: 'sales', Depth: 3, StructureType: departmentType, CustomFieldValues: [] };
+const exampleSales = { Key: 'sales', DisplayName: 'Sales', ParentKey: 'acme', Depth: 2, StructureType: departmentType, CustomFieldValues: [costCenter('CC-200'), headcountLimit(40)] };
+const exampleSalesWest = {
+  Key: 'sales-west',
+  DisplayName: 'Sales West',
+  ParentKey: 'sales',
+  Depth: 3,
+  StructureType: departmentType,
+  CustomFieldValues: [costCenter('CC-230'), headcountLimit(12)],
+};
+const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
 
 const listEntities = defineRoute({
   method: 'get',
@@ -62,21 +108,27 @@ const listEntities = defineRoute({
   tag: 'Structural entities',
   permissions: 'List:StructuralEntity',
   query: z.object({
-    ParentKey: z.string().optional(),
+    ParentKey: z.string().optional().meta({ description: 'Only the children of this entity.' }),
     // A 32-bit integer: a larger one would fail the GraphQL Int variable instead of answering 400 (D5).
-    Depth: z
-      .string()
-      .regex(/^[+-]?\d+$/, 'Depth must be an integer.')
-      .transform(Number)
-      .refine((n) => n >= -2147483648 && n <= 2147483647, 'Depth must be a 32-bit integer.')
-      .optional(),
-    SearchTerm: z.string().optional(),
-    SubjectAssignable: z
-      .string()
-      .regex(/^(true|false)$/i, 'SubjectAssignable must be true or false.')
-      .transform((v) => v.toLowerCase() === 'true')
-      .optional(),
-    StructureTypeKey: z.string().optional(),
+    Depth: documentedAs(
+      z
+        .string()
+        .regex(/^[+-]?\d+$/, 'Depth must be an integer.')
+        .transform(Number)
+        .refine((n) => n >= -2147483648 && n <= 2147483647, 'Depth must be a 32-bit integer.')
+        .optional(),
+      z.int32().optional().meta({ description: 'Only entities at this depth (1 at the top).' }),
+    ),
+    SearchTerm: z.string().optional().meta({ description: 'Search on the display name and key.' }),
+    SubjectAssignable: documentedAs(
+      z
+        .string()
+        .regex(/^(true|false)$/i, 'SubjectAssignable must be true or false.')
+        .transform((v) => v.toLowerCase() === 'true')
+        .optional(),
+      z.boolean().optional().meta({ description: 'Only entities whose structure type is (true) or is not (false) subject-assignable.' }),
+    ),
+    StructureTypeKey: z.string().optional().meta({ description: 'Only entities of this structure type.' }),
     ...pagingQuery,
   }),
   operation: graphql(`
@@ -104,7 +156,29 @@ const listEntities = defineRoute({
     ...pagingVariables(q),
   }),
   respond: (data) => ({ status: 200, body: restPage(data.structuralEntities!, toRestEntity) }),
-  responses: { 200: { description: 'A page of structural entities.', schema: pageSchema(RestStructuralEntitySchema) } },
+  responses: {
+    200: {
+      description: 'A page of structural entities.',
+      schema: pageSchema(RestStructuralEntitySchema, 'StructuralEntity'),
+      example: {
+        PageInfo: {
+          HasNextPage: false,
+          HasPreviousPage: false,
+          StartCursor: 'WyJzdHJ1Y3R1cmFsRW50aXR5IiwiS2V5IiwiaHEiLCJocSJd',
+          EndCursor: 'WyJzdHJ1Y3R1cmFsRW50aXR5IiwiS2V5Iiwic2FsZXMiLCJzYWxlcyJd',
+          TotalCount: 2,
+        },
+        Edges: [
+          { Node: exampleHeadOffice, Cursor: 'WyJzdHJ1Y3R1cmFsRW50aXR5IiwiS2V5IiwiaHEiLCJocSJd' },
+          { Node: exampleSales, Cursor: 'WyJzdHJ1Y3R1cmFsRW50aXR5IiwiS2V5Iiwic2FsZXMiLCJzYWxlcyJd' },
+        ],
+      },
+    },
+    400: {
+      description: 'A parameter is invalid.',
+      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { SubjectAssignable: ['SubjectAssignable must be true or false.'] }),
+    },
+  },
 });
 
 const getEntity = defineRoute({
@@ -114,7 +188,7 @@ const getEntity = defineRoute({
   summary: 'Get structural entity by key',
   tag: 'Structural entities',
   permissions: 'View:StructuralEntity',
-  params: z.object({ structuralEntityKey: z.string() }),
+  params: z.object({ structuralEntityKey: z.string().meta({ examples: ['sales'] }) }),
   operation: graphql(`
     query RestStructuralEntity($key: String!) {
       structuralEntity(key: $key) { ...RestStructuralEntity }
@@ -125,7 +199,10 @@ const getEntity = defineRoute({
     if (!data.structuralEntity) throw new NotFoundError('No structural entity has this key.');
     return { status: 200, body: toRestEntity(data.structuralEntity) };
   },
-  responses: { 200: { description: 'The structural entity.', schema: RestStructuralEntitySchema }, 404: { description: 'No structural entity has this key.' } },
+  responses: {
+    200: { description: 'The structural entity.', schema: RestStructuralEntitySchema, example: exampleSales },
+    404: { description: 'No structural entity has this key.', example: problem(404, TRACE_ID, 'No structural entity has this key.') },
+  },
 });
 
 const upsertEntity = defineRoute({
@@ -137,13 +214,25 @@ const upsertEntity = defineRoute({
   permissions: 'Create:StructuralEntity (new) or Edit:StructuralEntity (existing)',
   body: {
     required: true,
-    schema: z.object({
-      Key: z.string(),
-      DisplayName: z.string().nullable().optional(),
-      ParentKey: z.string().nullable().optional().meta({ description: 'Absent: unchanged; null: moved to the top.' }),
-      StructureTypeKey: z.string().nullable().optional(),
-      CustomFieldValues: z.array(SentValueSchema).nullable().optional(),
-    }),
+    schema: z
+      .object({
+        Key: z.string(),
+        DisplayName: z.string().nullable().optional().meta({ description: 'Required on create; absent keeps the value.' }),
+        ParentKey: z.string().nullable().optional().meta({ description: 'Absent: unchanged; null: moved to the top.' }),
+        StructureTypeKey: z.string().nullable().optional().meta({ description: 'Required on create; absent keeps the type.' }),
+        CustomFieldValues: z.array(SentValueSchema).nullable().optional().meta({ description: 'Sets the listed fields, keeps the others; a null value clears.' }),
+      })
+      .meta({ id: 'UpsertStructuralEntityRequest' }),
+    example: {
+      Key: 'sales-west',
+      DisplayName: 'Sales West',
+      ParentKey: 'sales',
+      StructureTypeKey: 'department',
+      CustomFieldValues: [
+        { Key: 'costCenter', Value: { String: { Value: 'CC-230' } } },
+        { Key: 'headcountLimit', Value: { Integer: { Value: 12 } } },
+      ],
+    },
   },
   operation: graphql(`
     mutation RestUpsertStructuralEntity($input: UpsertStructuralEntityInput!) {
@@ -165,8 +254,16 @@ const upsertEntity = defineRoute({
     body: toRestEntity(data.upsertStructuralEntity!.structuralEntity),
   }),
   responses: {
-    200: { description: 'Updated.', schema: RestStructuralEntitySchema },
-    201: { description: 'Created.', schema: RestStructuralEntitySchema },
+    200: { description: 'Updated.', schema: RestStructuralEntitySchema, example: exampleSalesWest },
+    201: { description: 'Created.', schema: RestStructuralEntitySchema, example: exampleSalesWest },
+    400: {
+      description: 'The body is invalid.',
+      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { 'CustomFieldValues[1].Value.Integer.Value': ['Expected a JSON integer.'] }),
+    },
+    409: {
+      description: 'The entity has subjects and its new structure type is not subject-assignable.',
+      example: problem(409, TRACE_ID, "'sales-west' has subjects; its type cannot change to 'company', which is not subject-assignable."),
+    },
   },
 });
 

@@ -2,8 +2,9 @@ import { z } from 'zod';
 import { NotFoundError } from '../../errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestSubjectFragment, RestSubjectWithLocationsFragment } from '../../generated/graphql.js';
-import { SentValueSchema, defineRoute, pageSchema, pagingQuery, pagingVariables, pascalLocation, restPage, sentValues } from '../../rest.js';
-import { RestStructuralEntitySchema, toRestEntity } from '../structural-entity/structural-entity.routes.js';
+import { problem } from '../../errors.js';
+import { SentValueSchema, defineRoute, documentedAs, pageSchema, pagingQuery, pagingVariables, pascalLocation, restPage, sentValues } from '../../rest.js';
+import { RestStructuralEntitySchema, exampleHeadOffice, exampleSalesNorth, toRestEntity } from '../structural-entity/structural-entity.routes.js';
 import { isUuid } from './subject.repository.js';
 
 graphql(`
@@ -41,18 +42,75 @@ function toRestSubjectById(s: RestSubjectWithLocationsFragment | null | undefine
   return { ...toRestSubject(s), StructuralEntities: s.structuralEntities.edges.map((e) => toRestEntity(e.node)) };
 }
 
-const TypedValue = z.object({ DataType: z.string(), ValueText: z.string() });
-const RestSubjectSchema = z.object({
-  Id: z.string(),
-  ExternalId: z.string().nullable(),
+const TypedValue = z
+  .object({ DataType: z.string().meta({ description: 'String, Integer, Decimal, Boolean, Date, Time, DateTime or UserIdentifier.' }), ValueText: z.string() })
+  .meta({ id: 'SubjectValue', description: 'A stored value with its data type, as text.' });
+const SubjectFieldSchema = z
+  .object({ Key: z.string(), Name: z.string(), Type: z.string(), Required: z.boolean(), IsArray: z.boolean() })
+  .meta({ id: 'SubjectCustomField', description: 'A subject field of the tenant.' });
+const subjectShape = {
+  Id: z.string().meta({ description: 'The subject id (a UUID).' }),
+  ExternalId: z.string().nullable().meta({ description: 'The value of the tenant\'s external id field.' }),
   CustomFieldValues: z.array(
-    z.object({
-      Field: z.object({ Key: z.string(), Name: z.string(), Type: z.string(), Required: z.boolean(), IsArray: z.boolean() }),
-      Value: z.union([TypedValue, z.array(TypedValue)]),
-    }),
+    z
+      .object({
+        Field: SubjectFieldSchema,
+        Value: z.union([TypedValue, z.array(TypedValue)]).meta({ description: 'One value, or the list of an array field.' }),
+      })
+      .meta({ id: 'SubjectCustomFieldValue' }),
   ),
-});
-const RestSubjectByIdSchema = RestSubjectSchema.extend({ StructuralEntities: z.array(RestStructuralEntitySchema) });
+};
+const RestSubjectSchema = z.object(subjectShape).meta({ id: 'Subject', description: 'A subject (D7), as listed.' });
+const RestSubjectByIdSchema = z
+  .object({ ...subjectShape, StructuralEntities: z.array(RestStructuralEntitySchema).meta({ description: 'The structural entities the subject is located at.' }) })
+  .meta({ id: 'SubjectWithLocations', description: 'A subject (D7) with its locations, as answered by id.' });
+
+// Examples from the demo tenant (config/demo.tenant.json, config/demo.subjects.json).
+const EXAMPLE_ID = '48e18403-f60b-4395-aca2-2c64665b13ec';
+const field = (Key: string, Name: string, Type: string, Required = false) => ({ Key, Name, Type, Required, IsArray: false });
+const exampleSubject = {
+  Id: EXAMPLE_ID,
+  ExternalId: 'E-1003',
+  CustomFieldValues: [
+    { Field: field('employeeNumber', 'Employee number', 'Text', true), Value: { DataType: 'String', ValueText: 'E-1003' } },
+    { Field: field('fullName', 'Full name', 'Text', true), Value: { DataType: 'String', ValueText: 'Lars Berg' } },
+    { Field: field('email', 'E-mail', 'Text'), Value: { DataType: 'String', ValueText: 'lars.berg@example.org' } },
+    { Field: field('grade', 'Grade', 'Integer'), Value: { DataType: 'Integer', ValueText: '11' } },
+  ],
+};
+const exampleSubjectWithLocations = { ...exampleSubject, StructuralEntities: [exampleHeadOffice] };
+const exampleSubjectPage = {
+  PageInfo: {
+    HasNextPage: true,
+    HasPreviousPage: false,
+    StartCursor: 'WyJzdWJqZWN0IiwiRXh0ZXJuYWxJZCIsIjBFLTEwMDEiLCIzNjRmZjVlOS00ZTkzLTRhNmUtOWFjOC02MzYzMjJkNDg5NjMiXQ',
+    EndCursor: 'WyJzdWJqZWN0IiwiRXh0ZXJuYWxJZCIsIjBFLTEwMDEiLCIzNjRmZjVlOS00ZTkzLTRhNmUtOWFjOC02MzYzMjJkNDg5NjMiXQ',
+    TotalCount: 3,
+  },
+  Edges: [
+    {
+      Node: {
+        Id: '364ff5e9-4e93-4a6e-9ac8-636322d48963',
+        ExternalId: 'E-1001',
+        CustomFieldValues: [
+          { Field: field('employeeNumber', 'Employee number', 'Text', true), Value: { DataType: 'String', ValueText: 'E-1001' } },
+          { Field: field('fullName', 'Full name', 'Text', true), Value: { DataType: 'String', ValueText: 'John Carpenter' } },
+          { Field: field('birthDate', 'Birth date', 'Date'), Value: { DataType: 'Date', ValueText: '1985-04-12' } },
+          {
+            Field: { Key: 'skills', Name: 'Skills', Type: 'Text', Required: false, IsArray: true },
+            Value: [
+              { DataType: 'String', ValueText: 'negotiation' },
+              { DataType: 'String', ValueText: 'sql' },
+            ],
+          },
+        ],
+      },
+      Cursor: 'WyJzdWJqZWN0IiwiRXh0ZXJuYWxJZCIsIjBFLTEwMDEiLCIzNjRmZjVlOS00ZTkzLTRhNmUtOWFjOC02MzYzMjJkNDg5NjMiXQ',
+    },
+  ],
+};
+const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
+const notFound = { description: 'No subject has this id.', example: problem(404, TRACE_ID, 'No subject has this id.') };
 
 /**
  * REST subject ids are UUIDs only (D7); GraphQL also takes global ids. Anything else goes to the operation
@@ -63,7 +121,7 @@ function restSubjectId(id: string): string {
 }
 
 const keyList = z.array(z.string()).optional();
-const subjectIdParam = z.object({ subjectId: z.string() });
+const subjectIdParam = z.object({ subjectId: z.string().meta({ description: 'The subject id (a UUID).', examples: [EXAMPLE_ID] }) });
 const FILTER_VALUE = /^customFieldValueFilter\.values\[(.*)\]$/i;
 
 // D5: filter locations keep their documented spelling, everything else is PascalCased.
@@ -76,20 +134,31 @@ const listSubjects = defineRoute({
   summary: 'Get subjects',
   tag: 'Subjects',
   permissions: 'List:Subject',
+  description:
+    'Filter by custom field values with `customFieldValueFilter.values[<field key>]=<value>` (repeatable per key; values are not split on commas), combined by `customFieldValueFilter.match`.',
   query: z.looseObject({
     StructuralEntityKeys: keyList.meta({ description: 'Subjects located at any of these (repeatable or comma-separated).' }),
     structuralEntityKey: keyList.meta({ description: 'Alias of StructuralEntityKeys.' }),
-    IncludeDescendants: z
-      .string()
-      .regex(/^(true|false)?$/i, 'IncludeDescendants must be true or false.')
-      .transform((v) => v.toLowerCase() !== 'false')
-      .optional(),
-    SearchTerm: z.string().optional(),
-    'customFieldValueFilter.match': z
-      .string()
-      .regex(/^(exactall|exactany)$/i, 'customFieldValueFilter.match must be ExactAll or ExactAny.')
-      .transform((v) => (v.toLowerCase() === 'exactany' ? ('EXACT_ANY' as const) : ('EXACT_ALL' as const)))
-      .optional(),
+    IncludeDescendants: documentedAs(
+      z
+        .string()
+        .regex(/^(true|false)?$/i, 'IncludeDescendants must be true or false.')
+        .transform((v) => v.toLowerCase() !== 'false')
+        .optional(),
+      z.boolean().optional().meta({ description: 'Also subjects located below those structural entities (false when absent; present without a value: true).' }),
+    ),
+    SearchTerm: z.string().optional().meta({ description: 'Search on the subjects\' values; the answer is ordered by relevance unless OrderBy is given.' }),
+    'customFieldValueFilter.match': documentedAs(
+      z
+        .string()
+        .regex(/^(exactall|exactany)$/i, 'customFieldValueFilter.match must be ExactAll or ExactAny.')
+        .transform((v) => (v.toLowerCase() === 'exactany' ? ('EXACT_ANY' as const) : ('EXACT_ALL' as const)))
+        .optional(),
+      z
+        .enum(['ExactAll', 'ExactAny'])
+        .optional()
+        .meta({ description: 'ExactAll (default): every customFieldValueFilter.values entry must match; ExactAny: one suffices. The names are matched case-insensitively.' }),
+    ),
     ...pagingQuery,
   }),
   operation: graphql(`
@@ -126,7 +195,13 @@ const listSubjects = defineRoute({
   },
   location: subjectListLocation,
   respond: (data) => ({ status: 200, body: restPage(data.subjects!, toRestSubject) }),
-  responses: { 200: { description: 'A page of subjects (without StructuralEntities).', schema: pageSchema(RestSubjectSchema) } },
+  responses: {
+    200: { description: 'A page of subjects (without StructuralEntities).', schema: pageSchema(RestSubjectSchema, 'Subject'), example: exampleSubjectPage },
+    400: {
+      description: 'A parameter is invalid.',
+      example: problem(400, TRACE_ID, 'First must be an integer from 0 to 1000.', { First: ['First must be an integer from 0 to 1000.'] }),
+    },
+  },
 });
 
 const getSubject = defineRoute({
@@ -142,7 +217,7 @@ const getSubject = defineRoute({
   `),
   variables: ({ params }) => ({ id: restSubjectId(params.subjectId) }),
   respond: (data) => ({ status: 200, body: toRestSubjectById(data.subject) }),
-  responses: { 200: { description: 'The subject with its structural entities.', schema: RestSubjectByIdSchema }, 404: { description: 'No subject has this id.' } },
+  responses: { 200: { description: 'The subject with its structural entities.', schema: RestSubjectByIdSchema, example: exampleSubjectWithLocations }, 404: notFound },
 });
 
 const updateSubject = defineRoute({
@@ -156,8 +231,13 @@ const updateSubject = defineRoute({
   body: {
     required: true,
     schema: z
-      .object({ CustomFields: z.array(SentValueSchema).optional(), CustomFieldValues: z.array(SentValueSchema).optional().meta({ description: 'Alias of CustomFields.' }) })
-      .refine((b) => b.CustomFields !== undefined || b.CustomFieldValues !== undefined, { message: 'CustomFields is required.', path: ['CustomFields'] }),
+      .object({
+        CustomFields: z.array(SentValueSchema).optional().meta({ description: 'The fields to set (required unless CustomFieldValues is given); the others keep their values.' }),
+        CustomFieldValues: z.array(SentValueSchema).optional().meta({ description: 'Alias of CustomFields.' }),
+      })
+      .refine((b) => b.CustomFields !== undefined || b.CustomFieldValues !== undefined, { message: 'CustomFields is required.', path: ['CustomFields'] })
+      .meta({ id: 'UpdateSubjectRequest' }),
+    example: { CustomFields: [{ Key: 'email', Value: { String: { Value: 'lars.berg@example.org' } } }] },
   },
   operation: graphql(`
     mutation RestUpdateSubject($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { ...RestSubjectWithLocations } } }
@@ -169,14 +249,37 @@ const updateSubject = defineRoute({
     },
   }),
   respond: (data) => ({ status: 200, body: toRestSubjectById(data.updateSubject?.subject) }),
-  responses: { 200: { description: 'The updated subject (get-by-id shape).', schema: RestSubjectByIdSchema }, 409: { description: 'Another subject has these matching values.' } },
+  responses: {
+    200: { description: 'The updated subject (get-by-id shape).', schema: RestSubjectByIdSchema, example: exampleSubjectWithLocations },
+    400: {
+      description: 'The body is invalid.',
+      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { 'CustomFields[0].Value.Integer.Value': ['Expected a JSON integer.'] }),
+    },
+    404: notFound,
+    409: { description: 'Another subject has these matching values.', example: problem(409, TRACE_ID, 'Another subject already has these matching field values.') },
+  },
 });
 
-const UpsertResponseSchema = z.object({
-  internalId: z.string(),
-  externalId: z.string().nullable(),
-  customFieldValues: z.array(z.object({ customField: z.object({ id: z.string() }), value: z.string() })),
-});
+const UpsertResponseSchema = z
+  .object({
+    internalId: z.string().meta({ description: 'The subject id (a UUID).' }),
+    externalId: z.string().nullable(),
+    customFieldValues: z.array(
+      z
+        .object({ customField: z.object({ id: z.string().meta({ description: 'The field key.' }) }), value: z.string().meta({ description: 'The value as text (one entry per value of an array field).' }) })
+        .meta({ id: 'UpsertSubjectResponseValue' }),
+    ),
+  })
+  .meta({ id: 'UpsertSubjectResponse', description: 'The upserted subject (lower camel case, D5).' });
+const exampleUpsertAnswer = {
+  internalId: EXAMPLE_ID,
+  externalId: 'E-1003',
+  customFieldValues: [
+    { customField: { id: 'employeeNumber' }, value: 'E-1003' },
+    { customField: { id: 'fullName' }, value: 'Lars Berg' },
+    { customField: { id: 'grade' }, value: '11' },
+  ],
+};
 
 const upsertSubject = defineRoute({
   method: 'post',
@@ -187,10 +290,20 @@ const upsertSubject = defineRoute({
   permissions: 'Create:Subject (new); Edit:Subject (existing), plus Create:SubjectLocation and Delete:SubjectLocation with StructuralEntityKeys',
   body: {
     required: true,
-    schema: z.object({
-      CustomFieldValues: z.array(SentValueSchema),
-      StructuralEntityKeys: z.array(z.string()).nullable().optional().meta({ description: 'Replaces the locations when given.' }),
-    }),
+    schema: z
+      .object({
+        CustomFieldValues: z.array(SentValueSchema).meta({ description: 'The subject is matched by the tenant\'s matching fields among these; the listed fields are set, the others kept.' }),
+        StructuralEntityKeys: z.array(z.string()).nullable().optional().meta({ description: 'Replaces the locations when given.' }),
+      })
+      .meta({ id: 'UpsertSubjectRequest' }),
+    example: {
+      CustomFieldValues: [
+        { Key: 'employeeNumber', Value: { String: { Value: 'E-1003' } } },
+        { Key: 'fullName', Value: { String: { Value: 'Lars Berg' } } },
+        { Key: 'grade', Value: { Integer: { Value: 11 } } },
+      ],
+      StructuralEntityKeys: ['hq'],
+    },
   },
   operation: graphql(`
     mutation RestUpsertSubject($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created subject { ...RestSubject } } }
@@ -213,9 +326,16 @@ const upsertSubject = defineRoute({
     };
   },
   responses: {
-    200: { description: 'Updated.', schema: UpsertResponseSchema },
-    201: { description: 'Created.', schema: UpsertResponseSchema },
-    409: { description: 'Another subject has these matching values.' },
+    200: { description: 'Updated.', schema: UpsertResponseSchema, example: exampleUpsertAnswer },
+    201: { description: 'Created.', schema: UpsertResponseSchema, example: exampleUpsertAnswer },
+    400: {
+      description: 'The body is invalid.',
+      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { CustomFieldValues: ["The required field 'fullName' is missing."] }),
+    },
+    409: {
+      description: 'Another subject has these matching values, or the tenant has no matching fields.',
+      example: problem(409, TRACE_ID, 'The subject changed concurrently; retry the request.'),
+    },
   },
 });
 
@@ -227,7 +347,11 @@ const addLocations = defineRoute({
   tag: 'Subjects',
   permissions: 'Create:SubjectLocation',
   params: subjectIdParam,
-  body: { required: true, schema: z.object({ Keys: z.array(z.string()) }) },
+  body: {
+    required: true,
+    schema: z.object({ Keys: z.array(z.string()).meta({ description: 'Structural entity keys to add (subject-assignable ones).' }) }).meta({ id: 'AddSubjectToLocationRequest' }),
+    example: { Keys: ['sales-north'] },
+  },
   operation: graphql(`
     mutation RestAddSubjectLocations($input: SubjectLocationsInput!) {
       addSubjectToStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }
@@ -235,7 +359,21 @@ const addLocations = defineRoute({
   `),
   variables: ({ params, body }) => ({ input: { subjectId: restSubjectId(params.subjectId), keys: body.Keys } }),
   respond: (data) => ({ status: 200, body: toRestSubjectById(data.addSubjectToStructuralEntities?.subject) }),
-  responses: { 200: { description: 'The subject (get-by-id shape).', schema: RestSubjectByIdSchema }, 404: { description: 'No subject has this id.' } },
+  responses: {
+    200: {
+      description: 'The subject (get-by-id shape).',
+      schema: RestSubjectByIdSchema,
+      example: { ...exampleSubject, StructuralEntities: [exampleHeadOffice, exampleSalesNorth] },
+    },
+    400: {
+      description: 'The body is invalid, or a key names no subject-assignable structural entity.',
+      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', {
+        'Keys[0]': ["Subjects cannot be assigned to 'acme' (its structure type is not subject-assignable)."],
+        'Keys[1]': ["Unknown structural entity 'nowhere'."],
+      }),
+    },
+    404: notFound,
+  },
 });
 
 const removeLocations = defineRoute({
@@ -246,7 +384,13 @@ const removeLocations = defineRoute({
   tag: 'Subjects',
   permissions: 'Delete:SubjectLocation',
   params: subjectIdParam,
-  query: z.object({ keys: z.array(z.string()).optional().meta({ description: 'Comma-separated structural entity keys (required).' }) }),
+  query: z.object({
+    // Absent keys answer 400 (after the subject is found, D7): documented as required.
+    keys: documentedAs(
+      z.array(z.string()).optional(),
+      z.array(z.string()).min(1).meta({ description: 'Structural entity keys to remove (repeatable or comma-separated).', examples: [['sales-north']] }),
+    ),
+  }),
   operation: graphql(`
     mutation RestRemoveSubjectLocations($input: SubjectLocationsInput!) {
       removeSubjectFromStructuralEntities(input: $input) { subject { ...RestSubjectWithLocations } }
@@ -255,7 +399,11 @@ const removeLocations = defineRoute({
   variables: ({ params, query }) => ({ input: { subjectId: restSubjectId(params.subjectId), keys: query.keys ?? [] } }),
   location: (path) => (path === 'keys' ? 'keys' : pascalLocation(path)), // documented lower case
   respond: (data) => ({ status: 200, body: toRestSubjectById(data.removeSubjectFromStructuralEntities?.subject) }),
-  responses: { 200: { description: 'The subject (get-by-id shape).', schema: RestSubjectByIdSchema }, 404: { description: 'No subject has this id.' } },
+  responses: {
+    200: { description: 'The subject (get-by-id shape).', schema: RestSubjectByIdSchema, example: exampleSubjectWithLocations },
+    400: { description: 'The request is invalid, e.g. no key is given.', example: problem(400, TRACE_ID, 'At least one key is required.', { keys: ['At least one key is required.'] }) },
+    404: notFound,
+  },
 });
 
 export const subjectRoutes = [listSubjects, getSubject, updateSubject, upsertSubject, addLocations, removeLocations];

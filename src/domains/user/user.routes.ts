@@ -1,7 +1,10 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
-import { defineRoute } from '../../rest.js';
+import { problem } from '../../errors.js';
+import { defineRoute, documentedAs } from '../../rest.js';
 import { MAX_PAGE_SIZE } from '../../paging.js';
+
+const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
 
 const listUsers = defineRoute({
   method: 'get',
@@ -12,14 +15,19 @@ const listUsers = defineRoute({
   permissions: 'List:User',
   query: z.object({
     searchTerm: z.string().optional().meta({ description: 'Case-insensitive, typo-tolerant search on the display name.' }),
-    includeInactive: z
+    includeInactive: documentedAs(
+      z
+        .string()
+        .regex(/^(true|false)?$/i, 'includeInactive must be true or false.')
+        // Present without a value (`?includeInactive`) means true (D9).
+        .transform((v) => v.toLowerCase() !== 'false')
+        .optional(),
+      z.boolean().optional().meta({ description: 'Include inactive users (false when absent; present without a value: true).' }),
+    ),
+    withAccessToSubjectId: z
       .string()
-      .regex(/^(true|false)?$/i, 'includeInactive must be true or false.')
-      // Present without a value (`?includeInactive`) means true (D9).
-      .transform((v) => v.toLowerCase() !== 'false')
       .optional()
-      .meta({ description: 'Include inactive users (bare or true).' }),
-    withAccessToSubjectId: z.string().optional().meta({ description: 'Only users with access to this subject through their groups (404 for an unknown subject).' }),
+      .meta({ description: 'Only users with access to this subject through their groups (404 for an unknown subject).', examples: ['48e18403-f60b-4395-aca2-2c64665b13ec'] }),
   }),
   operation: graphql(`
     query RestUsers($searchTerm: String, $includeInactive: Boolean, $withAccessToSubjectId: ID, $first: Int) {
@@ -38,8 +46,20 @@ const listUsers = defineRoute({
   location: (path) => path, // documented lower camel
   respond: (data) => ({ status: 200, body: data.users!.edges.map((e) => ({ id: e.node.id, displayName: e.node.displayName })) }),
   responses: {
-    200: { description: 'Users ordered by display name (at most 1000).', schema: z.array(z.object({ id: z.string(), displayName: z.string() })) },
-    404: { description: 'withAccessToSubjectId names no subject.' },
+    200: {
+      description: 'Users ordered by display name (at most 1000).',
+      schema: z.array(z.object({ id: z.string(), displayName: z.string() }).meta({ id: 'User', description: 'A user of the tenant.' })),
+      // The demo tenant's active users (config/demo.tenant.json).
+      example: [
+        { id: 'u-ann', displayName: 'Ann Smith' },
+        { id: 'u-bob', displayName: 'Bob Jones' },
+      ],
+    },
+    400: {
+      description: 'A parameter is invalid.',
+      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { includeInactive: ['includeInactive must be true or false.'] }),
+    },
+    404: { description: 'withAccessToSubjectId names no subject.', example: problem(404, TRACE_ID, 'No subject has this id.') },
   },
 });
 
