@@ -1,6 +1,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { GraphQLError, Lexer, Source, TokenKind, parse } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { MAX_BODY_NESTING, nestedDeeperThan, textProblem } from './rest.js';
 
 /** Tokens a document may have, and how deeply its braces, parentheses and brackets may nest. */
 export const MAX_DOCUMENT_TOKENS = 20_000;
@@ -16,6 +17,8 @@ const CLOSE = new Set<string>([TokenKind.BRACE_R, TokenKind.PAREN_R, TokenKind.B
  */
 export function boundedParse(source: string | Source) {
   const src = typeof source === 'string' ? new Source(source) : source;
+  const text = textProblem(src.body);
+  if (text) throw limitError(`The document: ${text}`);
   const lexer = new Lexer(src);
   let tokens = 0;
   let depth = 0;
@@ -37,6 +40,34 @@ export const boundedParser: Plugin = {
     setParseFn((source) => boundedParse(source));
   },
 };
+
+/**
+ * Variables nested too deeply, or holding a lone surrogate (which the database driver would silently
+ * replace): refused before execution, naming the variable's path (issue 9). U+0000 stays a field error
+ * (P3), raised where the argument is used.
+ */
+function variablesProblem(variables: unknown): string | undefined {
+  if (nestedDeeperThan(variables, MAX_BODY_NESTING)) return `The variables nest deeper than ${MAX_BODY_NESTING} levels.`;
+  const stack: [unknown, string][] = [[variables, '$']];
+  while (stack.length > 0) {
+    const [v, at] = stack.pop()!;
+    if (typeof v === 'string') {
+      const p = loneSurrogate(v);
+      if (p) return `Variable ${at}: ${p}`;
+    } else if (typeof v === 'object' && v !== null) {
+      for (const [k, child] of Object.entries(v)) {
+        const p = loneSurrogate(k);
+        if (p) return `Variable ${at}: a property name: ${p}`;
+        stack.push([child, Array.isArray(v) ? `${at}[${k}]` : `${at}.${k}`]);
+      }
+    }
+  }
+  return undefined;
+}
+
+function loneSurrogate(s: string): string | undefined {
+  return textProblem(s.replaceAll('\u0000', ''));
+}
 
 /** A GraphQL-shaped 400 for a request Yoga would otherwise fail on unexpectedly. */
 function badRequest(res: Response, message: string) {
@@ -66,10 +97,19 @@ export function graphqlRequestLimits(maxBodyBytes: number) {
           return badRequest(res, `The ${name} parameter is not valid JSON.`);
         }
         if (parsed !== null && (typeof parsed !== 'object' || Array.isArray(parsed))) return badRequest(res, `The ${name} parameter must be a JSON object.`);
+        const problem = variablesProblem(parsed);
+        if (problem) return badRequest(res, problem);
       }
       return next();
     }
     // Parsed here with the service's limit; Yoga takes a body already parsed.
-    json(req, res, next);
+    json(req, res, (err?: unknown) => {
+      if (err) return next(err);
+      const body = (req as { body?: unknown }).body;
+      const variables = typeof body === 'object' && body !== null ? (body as { variables?: unknown }).variables : undefined;
+      const problem = variablesProblem(variables);
+      if (problem) return badRequest(res, problem);
+      next();
+    });
   };
 }

@@ -86,18 +86,33 @@ export function canonicalKeys(value: unknown, schema: z.ZodType): unknown {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
       const name = names.get(k.toLowerCase()) ?? k;
-      out[name] = d.shape[name] ? canonicalKeys(v, d.shape[name]) : v;
+      // Own properties only: a request's `constructor` or `__proto__` is a name like any other (issue 9).
+      setOwn(out, name, Object.hasOwn(d.shape, name) ? canonicalKeys(v, d.shape[name]!) : v);
     }
     return out;
   }
   return value;
 }
 
+/** Sets `name` as an own property, whatever the name (`__proto__` would otherwise set the prototype). */
+function setOwn(target: Record<string, unknown>, name: string, value: unknown): void {
+  Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
+}
+
 /** Query string → object with the schema's names: repeated names are lists, list items may be comma-separated (D5). */
 function bindQuery(url: string, schema: z.ZodType): { value: Record<string, unknown>; errors: FieldErrors } {
   const shape = defOf(unwrap(schema)).shape ?? {};
   const names = new Map(Object.keys(shape).map((k) => [k.toLowerCase(), k]));
-  const params = new URLSearchParams(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
+  const raw = url.includes('?') ? url.slice(url.indexOf('?') + 1) : '';
+  // URLSearchParams would decode invalid UTF-8 as U+FFFD, silently changing the value: refuse it.
+  for (const part of raw.split('&')) {
+    try {
+      decodeURIComponent(part.replace(/\+/g, ' '));
+    } catch {
+      return { value: {}, errors: { [part.split('=')[0]!.replace(/%/g, '') || '$']: ['Not valid percent-encoded UTF-8.'] } };
+    }
+  }
+  const params = new URLSearchParams(raw);
   const grouped = new Map<string, string[]>();
   for (const [k, v] of params) {
     const name = names.get(k.toLowerCase()) ?? k;
@@ -106,15 +121,15 @@ function bindQuery(url: string, schema: z.ZodType): { value: Record<string, unkn
   const value: Record<string, unknown> = {};
   const errors: FieldErrors = {};
   for (const [name, values] of grouped) {
-    const field = shape[name];
+    const field = Object.hasOwn(shape, name) ? shape[name] : undefined;
     if (!field) {
-      value[name] = values.length === 1 ? values[0] : values;
+      setOwn(value, name, values.length === 1 ? values[0] : values);
     } else if (defOf(unwrap(field)).type === 'array') {
-      value[name] = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+      setOwn(value, name, values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== ''));
     } else if (values.length > 1) {
-      errors[name] = [`${name} is given more than once.`];
+      setOwn(errors, name, [`${name} is given more than once.`]);
     } else {
-      value[name] = values[0];
+      setOwn(value, name, values[0]);
     }
   }
   return { value, errors };
@@ -165,24 +180,26 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       return undefined as T;
     };
     // A path key holding U+0000 names nothing that can exist: 404, as an unknown key (D2).
-    if (nulPaths(req.params, '').length > 0) throw new NotFoundError('No resource has this key.');
+    if (textPaths(req.params, '').length > 0) throw new NotFoundError('No resource has this key.');
     const params = parse(route.params, req.params, '');
     let query: unknown;
     if (route.query) {
       const bound = bindQuery(req.originalUrl, route.query);
       Object.assign(errors, bound.errors);
       query = parse(route.query, bound.value, '');
-      addNulErrors(errors, bound.value);
+      addTextErrors(errors, bound.value);
     }
     let body: unknown;
     if (route.body) {
       const raw = (req as { body?: unknown }).body;
       if (raw === undefined && route.body.required) errors['$'] = ['A request body is required.'];
       else {
-        // Keys canonicalised once, so U+0000 problems are named in the contract's casing.
+        // Walks below recurse: a body nested thousands of levels is refused first (issue 9).
+        if (nestedDeeperThan(raw, MAX_BODY_NESTING)) throw ValidationError.at('$', `The body nests deeper than ${MAX_BODY_NESTING} levels.`);
+        // Keys canonicalised once, so text problems are named in the contract's casing.
         const canonical = raw === undefined ? undefined : canonicalKeys(raw, route.body.schema);
         body = parse(route.body.schema, canonical, '');
-        addNulErrors(errors, canonical);
+        addTextErrors(errors, canonical);
       }
     }
     if (Object.keys(errors).length > 0) throw new ValidationError(errors);
@@ -214,19 +231,52 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
   return router;
 }
 
-// P3: PostgreSQL text and jsonb cannot hold U+0000. A string with it is bad input: 400 naming each
-// location (contract casing, as bound) before anything reaches the database.
-function nulPaths(value: unknown, at: string): string[] {
-  if (typeof value === 'string') return value.includes('\u0000') ? [at || '$'] : [];
-  if (Array.isArray(value)) return value.flatMap((v, i) => nulPaths(v, `${at}[${i}]`));
+/** How deep JSON bodies may nest (the contract's deepest body nests 5 levels). */
+export const MAX_BODY_NESTING = 32;
+
+/** Whether `value` nests deeper than `max` arrays/objects, found without recursion. */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= max) return true;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** What is wrong with a text for PostgreSQL, if anything: U+0000 (P3), or a lone UTF-16 surrogate (issue 9). */
+export function textProblem(s: string): string | undefined {
+  if (s.includes('\u0000')) return 'Must not contain the NUL character (U+0000).';
+  if (LONE_SURROGATE.test(s)) return 'Must be well-formed Unicode (no lone surrogate).';
+  return undefined;
+}
+
+// Text PostgreSQL cannot store as sent is bad input: 400 naming each location (contract casing, as
+// bound) before anything reaches the database, instead of a failed statement or a silently altered value.
+function textPaths(value: unknown, at: string): [string, string][] {
+  if (typeof value === 'string') {
+    const p = textProblem(value);
+    return p ? [[at || '$', p]] : [];
+  }
+  if (Array.isArray(value)) return value.flatMap((v, i) => textPaths(v, `${at}[${i}]`));
   if (typeof value === 'object' && value !== null) {
-    return Object.entries(value).flatMap(([k, v]) => (k.includes('\u0000') ? [at || '$'] : nulPaths(v, at ? `${at}.${k}` : k)));
+    return Object.entries(value).flatMap(([k, v]) => {
+      const p = textProblem(k);
+      return p ? [[at || '$', p] as [string, string]] : textPaths(v, at ? `${at}.${k}` : k);
+    });
   }
   return [];
 }
 
-function addNulErrors(errors: FieldErrors, value: unknown): void {
-  for (const p of nulPaths(value, '')) (errors[p] ??= []).push('Must not contain the NUL character (U+0000).');
+function addTextErrors(errors: FieldErrors, value: unknown): void {
+  for (const [p, message] of textPaths(value, '')) {
+    if (!Object.hasOwn(errors, p)) setOwn(errors, p, []);
+    errors[p]!.push(message);
+  }
 }
 
 // D5: a query value that passed the route's zod schema but that GraphQL cannot coerce (an Int

@@ -109,3 +109,46 @@ describe('issue 9 item 4: long lists bind as one array parameter', () => {
     expect(add.status).toBe(400);
   });
 });
+
+describe('issue 9 items 1-3: names, nesting and text the database cannot hold', () => {
+  it('treats prototype names in a query or a body as names like any other (no 500)', async () => {
+    for (const q of ['constructor=1', '__proto__=x', 'hasOwnProperty=x', 'toString=1&valueOf=2']) {
+      const r = await api.get(`/api/v2/subject?${q}`);
+      expect(r.status, q).toBe(200);
+      expect((await api.get(`/api/v1/structuralEntity?${q}`)).status, q).toBe(200);
+    }
+    const put = await api.request('PUT', '/api/v1/structuralEntity', { raw: '{"constructor": 1, "__proto__": {"Key": "x"}, "Key": "proto-test", "DisplayName": "P", "StructureTypeKey": "company"}', headers: { 'content-type': 'application/json' } });
+    expect(put.status).toBe(201);
+    expect(put.body.Key).toBe('proto-test');
+    const id = (await api.post('/api/v2/messaging/subject', person('P-1', '2024-05-01T10:00:00Z'))).body.internalId;
+    const patch = await api.request('PATCH', `/api/v2/subject/${id}`, { raw: '{"CustomFields": [{"__proto__": {"Key": "fullName"}, "constructor": {}}]}', headers: { 'content-type': 'application/json' } });
+    expect(patch.status).toBe(400);
+    expect(patch.headers.get('content-type')).toMatch(/problem\+json/);
+  });
+
+  it('refuses a body nested thousands of levels with 400 naming it, before walking it', async () => {
+    const deep = `${'['.repeat(5000)}${']'.repeat(5000)}`;
+    for (const [method, path] of [['PUT', '/api/v1/structuralEntity'], ['POST', '/api/v2/messaging/subject']] as const) {
+      const r = await api.request(method, path, { raw: `{"CustomFieldValues": ${deep}}`, headers: { 'content-type': 'application/json' } });
+      expectValidation(r, '$');
+    }
+    const g = await api.request('POST', '/graphql', { raw: JSON.stringify({ query: 'query($v: JSON) { __typename }', variables: { v: JSON.parse(`${'['.repeat(100)}${']'.repeat(100)}`) } }), headers: { 'content-type': 'application/json' } });
+    expect(g.status).toBe(400);
+  });
+
+  it('rejects lone UTF-16 surrogates wherever text enters, naming the location, writing nothing', async () => {
+    const lone = 'bad\udc00name';
+    const entity = await api.request('PUT', '/api/v1/structuralEntity', { raw: JSON.stringify({ Key: 'sur', DisplayName: lone, StructureTypeKey: 'company' }), headers: { 'content-type': 'application/json' } });
+    expectValidation(entity, 'DisplayName');
+    expect((await api.get('/api/v1/structuralEntity/sur')).status).toBe(404);
+    const subject = await api.request('POST', '/api/v2/messaging/subject', { raw: JSON.stringify(person(`S-${lone}`, '2024-05-01T10:00:00Z')), headers: { 'content-type': 'application/json' } });
+    expectValidation(subject, 'CustomFieldValues[0].Value.String.Value');
+    const query = await api.get(`/api/v2/subject?SearchTerm=${encodeURIComponent('a')}%ED%B0%80`);
+    expect(query.status).toBe(400);
+    const gqlVar = await api.gql('query($t: String) { subjects(searchTerm: $t) { totalCount } }', { t: lone });
+    expect(gqlVar.status).toBe(400);
+    expect(gqlVar.body.errors[0].extensions.code).toBe('BAD_REQUEST');
+    const gqlLiteral = await api.gql(`{ subjects(searchTerm: "${lone}") { totalCount } }`);
+    expect(gqlLiteral.body.errors[0].extensions.code).toBe('BAD_REQUEST');
+  });
+});
