@@ -113,6 +113,10 @@ const graphqlErrorsAnswer200: Plugin = {
   },
 };
 
+// PostgreSQL's query_canceled: a statement ran past DATABASE_STATEMENT_TIMEOUT_MS (issue 9).
+const STATEMENT_TIMEOUT = '57014';
+const TOO_LONG = 'The request took too long and was cancelled; narrow it (filters, page size) and retry.';
+
 /** Yoga's log arguments for pino: an Error (its original cause if wrapped) as `err`, the rest as `details`. */
 function logArgs(args: unknown[]): Record<string, unknown> {
   const error = args.find((a): a is Error => a instanceof Error);
@@ -216,6 +220,9 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
             extensions: { code: 'BAD_REQUEST', status: 400 },
           });
         }
+        if (original?.code === STATEMENT_TIMEOUT) {
+          return new GraphQLError(TOO_LONG, { path: (error as GraphQLError).path ?? null, extensions: { code: 'SERVICE_UNAVAILABLE', status: 503 } });
+        }
         return maskError(error, message, isDev);
       },
     },
@@ -283,13 +290,16 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       errors = err.fieldErrors;
       for (const [k, v] of Object.entries(err.headers ?? {})) res.setHeader(k, v);
     } else {
-      const e = err as { type?: string; status?: number; expose?: boolean };
+      const e = err as { type?: string; status?: number; expose?: boolean; code?: string };
       if (e.type === 'entity.too.large') {
         status = 413;
         detail = `The request body is larger than ${config.MAX_BODY_BYTES} bytes.`;
       } else if (e.type === 'entity.parse.failed') {
         status = 400;
         detail = 'The request body is not valid JSON.';
+      } else if (e.code === STATEMENT_TIMEOUT) {
+        status = 503;
+        detail = TOO_LONG;
       } else if (err instanceof URIError) {
         // A path parameter that is not valid percent-encoding (`%zz`, an encoded lone surrogate).
         status = 400;

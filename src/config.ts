@@ -13,6 +13,8 @@ const envSchema = z
     PUBLIC_URL: z.url().optional(),
     DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+    /** PostgreSQL only: a statement running longer is cancelled (503); 0 = no limit. */
+    DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
     DATA_DIR: z.string().min(1).default('./.data'),
     TENANT_CONFIG: z.string().min(1).optional(),
     TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86400).default(3600),

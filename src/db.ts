@@ -310,6 +310,8 @@ export interface DatabaseOptions {
   databaseUrl?: string | undefined;
   dataDir: string;
   poolSize?: number;
+  /** PostgreSQL: statements running longer are cancelled (SQLSTATE 57014); 0 or absent: no limit. */
+  statementTimeoutMs?: number | undefined;
   /** An idle pooled connection failed (server restart, terminated backend); the pool replaces it. */
   onPoolError?: (error: Error) => void;
   /** Called with every executed statement (debugging, EXPLAIN evidence in docs and benches). */
@@ -352,7 +354,8 @@ const arrayParameters: KyselyPlugin = {
  */
 export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandle> {
   if (opts.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10, options: `-c ${SEARCH_THRESHOLD}` });
+    const timeout = opts.statementTimeoutMs ? ` -c statement_timeout=${Math.floor(opts.statementTimeoutMs)}` : '';
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10, options: `-c ${SEARCH_THRESHOLD}${timeout}` });
     // Without a listener, an error on an idle client is an unhandled 'error' event: the process dies.
     pool.on('error', (e) => opts.onPoolError?.(e));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), plugins: [arrayParameters], ...logOption(opts) });

@@ -1,7 +1,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { GraphQLError, Lexer, Source, TokenKind, parse } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { MAX_BODY_NESTING, nestedDeeperThan, textProblem } from './rest.js';
+import { boundsProblem, textProblem } from './rest.js';
 
 /** Tokens a document may have, and how deeply its braces, parentheses and brackets may nest. */
 export const MAX_DOCUMENT_TOKENS = 20_000;
@@ -47,7 +47,8 @@ export const boundedParser: Plugin = {
  * (P3), raised where the argument is used.
  */
 function variablesProblem(variables: unknown): string | undefined {
-  if (nestedDeeperThan(variables, MAX_BODY_NESTING)) return `The variables nest deeper than ${MAX_BODY_NESTING} levels.`;
+  const bounds = boundsProblem(variables);
+  if (bounds) return `Variable $${bounds.at ? `.${bounds.at}` : ''}: ${bounds.message}`;
   const stack: [unknown, string][] = [[variables, '$']];
   while (stack.length > 0) {
     const [v, at] = stack.pop()!;

@@ -125,7 +125,9 @@ function bindQuery(url: string, schema: z.ZodType): { value: Record<string, unkn
     if (!field) {
       setOwn(value, name, values.length === 1 ? values[0] : values);
     } else if (defOf(unwrap(field)).type === 'array') {
-      setOwn(value, name, values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== ''));
+      const list = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+      if (list.length > MAX_LIST_ITEMS) setOwn(errors, name, [`${name} may list at most ${MAX_LIST_ITEMS} items.`]);
+      else setOwn(value, name, list);
     } else if (values.length > 1) {
       setOwn(errors, name, [`${name} is given more than once.`]);
     } else {
@@ -194,8 +196,10 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       const raw = (req as { body?: unknown }).body;
       if (raw === undefined && route.body.required) errors['$'] = ['A request body is required.'];
       else {
-        // Walks below recurse: a body nested thousands of levels is refused first (issue 9).
-        if (nestedDeeperThan(raw, MAX_BODY_NESTING)) throw ValidationError.at('$', `The body nests deeper than ${MAX_BODY_NESTING} levels.`);
+        // Walks below recurse: a body nested thousands of levels, or holding lists and texts beyond any
+        // use, is refused first (issue 9).
+        const bounds = boundsProblem(raw);
+        if (bounds) throw ValidationError.at(pascalLocation(bounds.at), bounds.message);
         // Keys canonicalised once, so text problems are named in the contract's casing.
         const canonical = raw === undefined ? undefined : canonicalKeys(raw, route.body.schema);
         body = parse(route.body.schema, canonical, '');
@@ -234,16 +238,32 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
 /** How deep JSON bodies may nest (the contract's deepest body nests 5 levels). */
 export const MAX_BODY_NESTING = 32;
 
-/** Whether `value` nests deeper than `max` arrays/objects, found without recursion. */
-export function nestedDeeperThan(value: unknown, max: number): boolean {
-  const stack: [unknown, number][] = [[value, 0]];
+/** Items a list in a request may have (D6's largest page), and characters a text may have. */
+export const MAX_LIST_ITEMS = 1000;
+export const MAX_TEXT_LENGTH = 65_536;
+
+/**
+ * The first place where a request value nests deeper than MAX_BODY_NESTING, or holds a list longer than
+ * MAX_LIST_ITEMS or a text longer than MAX_TEXT_LENGTH; found without recursion (issue 9).
+ */
+export function boundsProblem(value: unknown): { at: string; message: string } | undefined {
+  const stack: [unknown, string, number][] = [[value, '', 0]];
   while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
+    const [v, at, depth] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (v.length > MAX_TEXT_LENGTH) return { at: at || '$', message: `A text may have at most ${MAX_TEXT_LENGTH} characters.` };
+      continue;
+    }
     if (typeof v !== 'object' || v === null) continue;
-    if (depth >= max) return true;
-    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+    if (depth >= MAX_BODY_NESTING) return { at: '$', message: `The value nests deeper than ${MAX_BODY_NESTING} levels.` };
+    if (Array.isArray(v)) {
+      if (v.length > MAX_LIST_ITEMS) return { at: at || '$', message: `A list may have at most ${MAX_LIST_ITEMS} items.` };
+      v.forEach((child, i) => stack.push([child, `${at}[${i}]`, depth + 1]));
+    } else {
+      for (const [k, child] of Object.entries(v)) stack.push([child, at ? `${at}.${k}` : k, depth + 1]);
+    }
   }
-  return false;
+  return undefined;
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;

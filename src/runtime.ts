@@ -16,6 +16,7 @@ export async function openMigratedDatabase(config: Config, logger?: Logger): Pro
     databaseUrl: config.DATABASE_URL,
     dataDir: config.DATA_DIR,
     poolSize: config.DATABASE_POOL_SIZE,
+    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     onPoolError: (err) => logger?.warn({ err: err.message }, 'idle database connection failed; replaced'),
   });
   try {

@@ -90,14 +90,16 @@ export async function startApp(env: Record<string, string> = {}, opts: { plugins
  * listener connection, on PGlite (one process only) sharing the embedded database.
  */
 export async function startPeer(first: TestApp, env: Record<string, string> = {}): Promise<TestApp> {
-  const handle = first.handle.url ? await openDatabase({ databaseUrl: first.handle.url, dataDir: '', poolSize: 10, onPoolError: () => {} }) : first.handle;
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Instances behind one public URL: tokens of one are valid on the other.
   const asEnv = Object.fromEntries(Object.entries(first.config).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)]));
   const config = loadConfig({ ...asEnv, ...env });
-  const built = await buildApp({ config, db: handle.db, logger: pino({ level: config.LOG_LEVEL }), listen: handle.listen });
+  const handle = first.handle.url
+    ? await openDatabase({ databaseUrl: first.handle.url, dataDir: '', poolSize: 10, statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS, onPoolError: () => {} })
+    : first.handle;
+  const built = await buildApp({ config, db: handle.db, logger: pino({ level: config.LOG_LEVEL }), listen: handle.listen, poolStats: handle.poolStats });
   server.on('request', built.app);
   return {
     url,

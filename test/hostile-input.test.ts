@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, type TestApp, createTenant, expectValidation, startApp, tenantConfig } from './helpers.js';
+import { sql } from 'kysely';
+import { ApiClient, type TestApp, createTenant, expectProblem, expectValidation, startApp, startPeer, tenantConfig } from './helpers.js';
 
 // Issue 9: inputs an attacker would send. Each is a named 4xx that changes nothing, never a 500.
 
@@ -98,15 +99,20 @@ describe('issue 9 items 6 and 7: paths and the GraphQL endpoint', () => {
   });
 });
 
-describe('issue 9 item 4: long lists bind as one array parameter', () => {
-  it('answers a filter or a body naming tens of thousands of keys without a protocol failure', async () => {
-    const keys = Array.from({ length: 70_000 }, (_, i) => `k-${i}`);
+describe('issue 9 items 4 and 8: long lists', () => {
+  it('binds a list as one array parameter, and refuses lists over 1000 items naming them', async () => {
+    const keys = Array.from({ length: 1000 }, (_, i) => `k-${i}`);
     const list = await api.gql('query($k: [String!]) { subjects(structuralEntityKeys: $k) { totalCount } }', { k: keys });
     expect(list.body.errors).toBeUndefined();
     expect(list.body.data.subjects.totalCount).toBe(0);
+    const many = Array.from({ length: 70_000 }, (_, i) => `k-${i}`);
+    const tooMany = await api.gql('query($k: [String!]) { subjects(structuralEntityKeys: $k) { totalCount } }', { k: many });
+    expect(tooMany.status).toBe(400);
+    expect(tooMany.body.errors[0].extensions.code).toBe('BAD_REQUEST');
     const id = (await api.post('/api/v2/messaging/subject', person('K-1', '2024-05-01T10:00:00Z'))).body.internalId;
-    const add = await api.put(`/api/v1/subject/${id}/structuralEntities`, { Keys: keys.slice(0, 40_000) });
-    expect(add.status).toBe(400);
+    expectValidation(await api.put(`/api/v1/subject/${id}/structuralEntities`, { Keys: many.slice(0, 40_000) }), 'Keys');
+    expectValidation(await api.get(`/api/v2/subject?StructuralEntityKeys=${many.slice(0, 1001).map((k) => k.slice(2)).join(',')}`), 'StructuralEntityKeys');
+    expectValidation(await api.post('/api/v2/messaging/subject', { CustomFieldValues: [{ Key: 'fullName', Value: { String: { Value: 'x'.repeat(70_000) } } }] }), 'CustomFieldValues[0].Value.String.Value');
   });
 });
 
@@ -150,5 +156,35 @@ describe('issue 9 items 1-3: names, nesting and text the database cannot hold', 
     expect(gqlVar.body.errors[0].extensions.code).toBe('BAD_REQUEST');
     const gqlLiteral = await api.gql(`{ subjects(searchTerm: "${lone}") { totalCount } }`);
     expect(gqlLiteral.body.errors[0].extensions.code).toBe('BAD_REQUEST');
+  });
+});
+
+describe('issue 9 item 8: a statement timeout bounds the work of a request (PostgreSQL)', () => {
+  it('cancels a statement past DATABASE_STATEMENT_TIMEOUT_MS and answers 503 problem+json', async () => {
+    if (!app.handle.url) {
+      // The embedded database runs statements in-process, one at a time: there is no server to cancel them.
+      expect(app.handle.kind).toBe('pglite');
+      return;
+    }
+    const peer = await startPeer(app, { DATABASE_STATEMENT_TIMEOUT_MS: '300' });
+    // Another session holds the subject table, so the list's statement waits until it is cancelled.
+    const locker = await app.handle.db.connection().execute(async (conn) => {
+      await sql`BEGIN`.execute(conn);
+      await sql`LOCK TABLE subject IN ACCESS EXCLUSIVE MODE`.execute(conn);
+      try {
+        const r = await new ApiClient(peer.url, api.token).get('/api/v2/subject');
+        return r;
+      } finally {
+        await sql`ROLLBACK`.execute(conn);
+      }
+    });
+    try {
+      const body = expectProblem(locker, 503);
+      expect(body.detail).toMatch(/took too long/);
+      // The peer is healthy afterwards.
+      expect((await new ApiClient(peer.url, api.token).get('/api/v2/subject')).status).toBe(200);
+    } finally {
+      await peer.close();
+    }
   });
 });

@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Context } from '../../context.js';
 import { type DataExtractRow, isUniqueViolation } from '../../db.js';
 import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../errors.js';
+import { MAX_LIST_ITEMS } from '../../rest.js';
 import { requirePermission } from '../auth/permissions.js';
 import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../structural-entity/structural-entity.service.js';
 import { loadSubjectConfig } from '../subject/subject.repository.js';
@@ -17,7 +18,7 @@ import {
 import { subjectsByIdentifier } from './subject-identifier.js';
 
 /** Bounds on one notification, so a body cannot hold unbounded work (413 covers the bytes). */
-const MAX_POINTS = 10_000;
+const MAX_POINTS = MAX_LIST_ITEMS;
 const MAX_FILTER_ENTRIES = 100;
 
 export interface DataPointInput {
