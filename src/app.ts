@@ -113,6 +113,28 @@ const graphqlErrorsAnswer200: Plugin = {
   },
 };
 
+/**
+ * Every GraphQL error leaves with a code (issue 9): graphql-js's own syntax and validation errors and
+ * a relay id that does not decode carry none of their own.
+ */
+const everyErrorCoded: Plugin = {
+  onResultProcess({ result, setResult }) {
+    if (Array.isArray(result) || !result || typeof result !== 'object' || !('errors' in result) || !result.errors?.length) return;
+    const errors = result.errors as GraphQLError[];
+    if (errors.every((e) => e.extensions?.['code'])) return;
+    setResult({
+      ...result,
+      errors: errors.map((e) => {
+        if (e.extensions?.['code']) return e;
+        const code = e.message.startsWith('Syntax Error') ? 'GRAPHQL_PARSE_FAILED' : e.path ? 'BAD_REQUEST' : 'GRAPHQL_VALIDATION_FAILED';
+        return new GraphQLError(e.message, { nodes: e.nodes ?? null, source: e.source ?? null, positions: e.positions ?? null, path: e.path ?? null, extensions: { ...e.extensions, code } });
+      }),
+    });
+  },
+};
+
+const ACCEPTABLE = /application\/(?:graphql-response\+)?json|application\/\*|\*\/\*|text\/event-stream/i;
+
 // PostgreSQL's query_canceled: a statement ran past DATABASE_STATEMENT_TIMEOUT_MS (issue 9).
 const STATEMENT_TIMEOUT = '57014';
 const TOO_LONG = 'The request took too long and was cancelled; narrow it (filters, page size) and retry.';
@@ -236,6 +258,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     context: ({ req }) => createContext({ db, principal: req.principal!, requestId: String(req.id), log: req.log, data }),
     plugins: [
       graphqlErrorsAnswer200,
+      everyErrorCoded,
       boundedParser,
       ...(metrics ? [metrics.graphql()] : []),
       staleDataExtension,
@@ -248,6 +271,11 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
   app.use(
     yoga.graphqlEndpoint,
     (req, res, next) => {
+      // Only /graphql itself: a path below it is an unknown resource (404 problem+json), not Yoga's.
+      if (req.path !== '/') {
+        res.status(404).type('application/problem+json').json(problem(404, String(req.id), `No resource at ${req.method} ${req.originalUrl.split('?')[0]}.`));
+        return;
+      }
       // The GraphiQL page itself needs no token (D4); every operation does.
       // Exactly Yoga's own test for rendering GraphiQL instead of executing (an Accept of text/* would
       // make Express prefer HTML while Yoga executes the query).
@@ -255,6 +283,21 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       graphqlAuth(req, res, next);
     },
     graphqlRequestLimits(config.MAX_BODY_BYTES),
+    (req, res, next) => {
+      // What Yoga would refuse with an empty body gets a problem+json one: an Accept GraphQL cannot answer
+      // (the GraphiQL page aside), a POST body that is not JSON.
+      const accept = req.headers.accept;
+      const page = graphiql && req.method === 'GET' && (accept ?? '').includes('text/html');
+      if (accept && !page && !ACCEPTABLE.test(accept)) {
+        res.status(406).type('application/problem+json').json(problem(406, String(req.id), 'GraphQL answers application/json or application/graphql-response+json.'));
+        return;
+      }
+      if (req.method === 'POST' && !req.is(['application/json', 'application/*+json'])) {
+        res.status(415).type('application/problem+json').json(problem(415, String(req.id), 'A GraphQL request body must be application/json.'));
+        return;
+      }
+      next();
+    },
     (req, res) => {
       void yoga.handle(req, res, { req, res });
     },
@@ -315,6 +358,8 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       }
     }
     if (res.headersSent) return;
+    // A 400 names where the problem is (D5): the body, or the path, when nothing narrower is known.
+    if (status === 400 && !errors) errors = { [err instanceof URIError ? 'path' : '$']: [detail] };
     res.status(status).type('application/problem+json').json(problem(status, String(req.id), detail, errors));
   });
 

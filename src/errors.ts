@@ -20,6 +20,7 @@ const TITLES: Record<number, string> = {
   403: 'Forbidden',
   404: 'Not Found',
   405: 'Method Not Allowed',
+  406: 'Not Acceptable',
   409: 'Conflict',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
@@ -119,7 +120,7 @@ export interface Problem {
 }
 
 const RFC9110: Record<number, string> = {
-  400: '15.5.1', 401: '15.5.2', 403: '15.5.4', 404: '15.5.5', 405: '15.5.6', 409: '15.5.10', 413: '15.5.14', 415: '15.5.16',
+  400: '15.5.1', 401: '15.5.2', 403: '15.5.4', 404: '15.5.5', 405: '15.5.6', 406: '15.5.7', 409: '15.5.10', 413: '15.5.14', 415: '15.5.16',
   500: '15.6.1', 502: '15.6.3', 503: '15.6.4',
 };
 
