@@ -292,7 +292,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
         res.status(406).type('application/problem+json').json(problem(406, String(req.id), 'GraphQL answers application/json or application/graphql-response+json.'));
         return;
       }
-      if (req.method === 'POST' && !req.is(['application/json', 'application/*+json'])) {
+      if (req.method === 'POST' && !req.is('application/json')) {
         res.status(415).type('application/problem+json').json(problem(415, String(req.id), 'A GraphQL request body must be application/json.'));
         return;
       }

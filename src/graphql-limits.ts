@@ -80,7 +80,7 @@ function badRequest(res: Response, message: string) {
  * like REST; Yoga's own limit is 25 MB), and GET's `variables`/`extensions` must be JSON objects.
  */
 export function graphqlRequestLimits(maxBodyBytes: number) {
-  const json = express.json({ limit: maxBodyBytes, type: ['application/json', 'application/*+json'] });
+  const json = express.json({ limit: maxBodyBytes, type: 'application/json' });
   return (req: Request, res: Response, next: NextFunction) => {
     if (Number(req.headers['content-length'] ?? 0) > maxBodyBytes) {
       const e = Object.assign(new Error('too large'), { type: 'entity.too.large' });
