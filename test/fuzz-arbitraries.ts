@@ -193,7 +193,7 @@ export function anyJ(documented: readonly string[] = []): fc.Arbitrary<J> {
 // ---------------------------------------------------------------------------------------------------
 // Mutations of a valid-shaped value
 
-export type MutationOp = 'replace' | 'delete' | 'protoKey' | 'recase' | 'wrapArray' | 'duplicate' | 'deep' | 'huge' | 'kind';
+export type MutationOp = 'replace' | 'delete' | 'protoKey' | 'protoAll' | 'recase' | 'wrapArray' | 'duplicate' | 'deep' | 'huge' | 'kind';
 export interface Mutation {
   op: MutationOp;
   /** Which node (pre-order index, modulo the node count). */
@@ -206,7 +206,7 @@ export interface Mutation {
 
 export function mutationArb(documented: readonly string[]): fc.Arbitrary<Mutation> {
   return fc.record({
-    op: fc.constantFrom<MutationOp>('replace', 'replace', 'delete', 'protoKey', 'recase', 'wrapArray', 'duplicate', 'deep', 'huge', 'kind'),
+    op: fc.constantFrom<MutationOp>('replace', 'replace', 'delete', 'protoKey', 'protoAll', 'recase', 'wrapArray', 'duplicate', 'deep', 'huge', 'kind'),
     at: fc.nat(200),
     pick: fc.nat(),
     value: anyJ(documented),
@@ -224,8 +224,17 @@ const recase = (s: string, mask: number) => [...s].map((c, i) => ((mask >> i % 3
 const otherKind = (v: J, m: Mutation): J =>
   typeof v === 'string' ? (m.pick % 2 ? Number(v) || 1 : [v]) : typeof v === 'number' ? String(v) : typeof v === 'boolean' ? String(v) : v === null ? obj() : Array.isArray(v) ? obj(['0', v[0] ?? null]) : v instanceof Obj ? v.entries.map(([, x]) => x) : 'text';
 
-/** Applies one mutation at node `m.at % count` (pre-order) of `v`. */
+/** Adds a prototype-named key (`__proto__`, `constructor`, ...) to every object of `v`, keeping the rest. */
+export function withProtoKeys(v: J, pick: number, value: J): J {
+  const name = PROTO_NAMES[pick % PROTO_NAMES.length]!;
+  if (Array.isArray(v)) return v.map((x) => withProtoKeys(x, pick, value));
+  if (v instanceof Obj) return new Obj([...v.entries.map(([k, x]) => [k, withProtoKeys(x, pick, value)] as const), [name, value]]);
+  return v;
+}
+
+/** Applies one mutation at node `m.at % count` (pre-order) of `v` ('protoAll': to every object). */
 export function mutate(v: J, m: Mutation): J {
+  if (m.op === 'protoAll') return withProtoKeys(v, m.pick, m.pick % 3 === 0 ? m.value : m.pick % 3 === 1 ? obj() : 1);
   let index = m.at % nodeCount(v);
   const visit = (x: J): J => {
     if (index-- === 0) return change(x);
@@ -257,6 +266,8 @@ export function mutate(v: J, m: Mutation): J {
       }
       case 'kind':
         return otherKind(x, m);
+      case 'protoAll':
+        return x;
     }
   };
   return visit(v);
@@ -592,7 +603,13 @@ export const specialDocumentArb: fc.Arbitrary<string> = fc.oneof(
   fc.integer({ min: 1, max: 3000 }).map((n) => `{ ${'...on Query { '.repeat(n)}__typename${' }'.repeat(n)} }`),
   fc.integer({ min: 1, max: 3000 }).map((n) => `{ subjects(structuralEntityKeys: ${'['.repeat(n)}"x"${']'.repeat(n)}) { totalCount } }`),
   fc.integer({ min: 1, max: 3000 }).map((n) => `mutation { upsertSubject(input: {customFieldValues: [{key: "x", value: ${'{a: '.repeat(n)}1${'}'.repeat(n)}}]}) { created } }`),
-  fc.record({ n: fc.integer({ min: 2, max: 6000 }), f: fc.constantFrom('__typename', 'subjects { totalCount }', 'users(first: 1000) { totalCount }', '__schema { queryType { name } }', 'structuralEntities { totalCount }') }).map(({ n, f }) => `{ ${Array.from({ length: n }, (_, i) => `a${i}: ${f}`).join(' ')} }`),
+  // Aliased fan-out: half within the breadth limit (1000 selected fields), half beyond it.
+  fc
+    .record({
+      n: fc.oneof(fc.integer({ min: 2, max: 500 }), fc.integer({ min: 500, max: 6000 })),
+      f: fc.constantFrom('__typename', 'subjects { totalCount }', 'subjects(searchTerm: "Person {i}") { totalCount }', 'users(first: 1000) { totalCount }', '__schema { queryType { name } }', 'structuralEntities(searchTerm: "s{i}") { totalCount }'),
+    })
+    .map(({ n, f }) => `{ ${Array.from({ length: n }, (_, i) => `a${i}: ${f.replace('{i}', String(i))}`).join(' ')} }`),
   fc.integer({ min: 10_000, max: 40_000 }).map((n) => `{ ${'__typename '.repeat(n)}}`),
   fc.constantFrom(
     '{ __schema { types { name fields { name args { name } } } } }',
