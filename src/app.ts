@@ -296,6 +296,10 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
         res.status(415).type('application/problem+json').json(problem(415, String(req.id), 'A GraphQL request body must be application/json.'));
         return;
       }
+      // Media types are case-insensitive (RFC 9110 §8.3.1) but Yoga compares them as written, and would
+      // refuse `APPLICATION/JSON` with an empty 415.
+      const type = req.headers['content-type'];
+      if (type) req.headers['content-type'] = type.toLowerCase();
       next();
     },
     (req, res) => {

@@ -107,6 +107,11 @@ export function graphqlRequestLimits(maxBodyBytes: number) {
     json(req, res, (err?: unknown) => {
       if (err) return next(err);
       const body = (req as { body?: unknown }).body;
+      // An empty body or `{}` would reach Yoga as "no body" and be answered "invalid JSON" (a body of
+      // another type is left for the 415 after this).
+      if (req.is('application/json') && (typeof body !== 'object' || body === null || Object.keys(body).length === 0)) {
+        return badRequest(res, 'The request body must be a JSON object with a query.');
+      }
       const variables = typeof body === 'object' && body !== null ? (body as { variables?: unknown }).variables : undefined;
       const problem = variablesProblem(variables);
       if (problem) return badRequest(res, problem);

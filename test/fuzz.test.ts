@@ -1153,6 +1153,11 @@ describe('found by the fuzz suite', () => {
       ['GET', { headers: { ...auth(), accept: 'application/xml' } }],
       ['POST', { headers: { ...auth(), 'content-type': 'text/plain' }, body: 'x' }],
       ['POST', { headers: auth() }],
+      // Found (a random local seed): Content-Type: APPLICATION/JSON with an empty body → Yoga's empty 415
+      // (media types are case-insensitive); `{}` → "POST body sent invalid JSON".
+      ['POST', { headers: { ...auth(), 'content-type': 'APPLICATION/JSON' }, body: '' }],
+      ['POST', { headers: { ...auth(), 'content-type': 'Application/Json; charset=UTF-8' }, body: '{}' }],
+      ['POST', { headers: { ...auth(), 'content-type': 'application/json' }, body: '' }],
     ];
     for (const [method, init] of cases) {
       const res = await fetch(`${app.url}/graphql${method === 'GET' ? '?query=%7B__typename%7D' : ''}`, { ...init, method });
