@@ -4,6 +4,7 @@ import * as m0002 from './migrations/0002_subjects.js';
 import * as m0003 from './migrations/0003_data_cache.js';
 import * as m0004 from './migrations/0004_users.js';
 import * as m0005 from './migrations/0005_portal.js';
+import * as m0006 from './migrations/0006_config_version.js';
 
 /**
  * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
@@ -15,4 +16,5 @@ export const migrations: Record<string, Migration> = {
   '0003_data_cache': m0003,
   '0004_users': m0004,
   '0005_portal': m0005,
+  '0006_config_version': m0006,
 };

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createComplexityRule } from '@pothos/plugin-complexity';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { GraphQLError, Kind, type SelectionNode, type ValidationRule } from 'graphql';
+import { GraphQLError, Kind, type SelectionNode, type ValidationRule, getOperationAST } from 'graphql';
 import { type Plugin, createYoga, maskError } from 'graphql-yoga';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
@@ -160,6 +160,14 @@ const staleDataExtension: Plugin = {
   },
 };
 
+/** A query looks cached TotalCounts up under the data version read with its principal (Context.dataVersion). */
+const queryDataVersion: Plugin = {
+  onExecute({ args }) {
+    const ctx = args.contextValue as unknown as Context;
+    ctx.dataVersion = getOperationAST(args.document, args.operationName)?.operation === 'query' ? ctx.principal.dataVersion : undefined;
+  },
+};
+
 /**
  * Builds the HTTP application over an open, migrated database; `listen()` is the caller's (server.ts,
  * tests). `listen` (the database handle's) carries cache invalidations between instances (D10).
@@ -262,6 +270,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       boundedParser,
       ...(metrics ? [metrics.graphql()] : []),
       staleDataExtension,
+      queryDataVersion,
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
     ],
     // The limits depend on the variables (first: $n), so a validation result cannot be reused by document.

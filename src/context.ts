@@ -1,3 +1,4 @@
+import { type DocumentNode, getOperationAST } from 'graphql';
 import type { Logger } from 'pino';
 import type { Db } from './db.js';
 import type { Principal } from './domains/auth/permissions.js';
@@ -23,9 +24,15 @@ export interface Context {
   data: DataCache;
   /** Stale data served in this request, by extract and subject identifier. */
   staleData: Map<string, StaleNotice>;
+  /**
+   * The tenant's data version read with the principal, in a query: cached TotalCounts are looked up
+   * under it without reading it again. Undefined in a mutation, which may change it before it counts.
+   */
+  dataVersion: string | undefined;
 }
 
-/** Builds the context for one request (GraphQL or a REST route executing its operation). */
-export function createContext(init: Omit<Context, 'staleData'>): Context {
-  return { ...init, staleData: new Map() };
+/** Builds the context for one request (GraphQL or a REST route executing its operation `document`). */
+export function createContext(init: Omit<Context, 'staleData' | 'dataVersion'>, document?: DocumentNode, operationName?: string | null): Context {
+  const query = document !== undefined && getOperationAST(document, operationName)?.operation === 'query';
+  return { ...init, staleData: new Map(), dataVersion: query ? init.principal.dataVersion : undefined };
 }

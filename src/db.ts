@@ -50,6 +50,8 @@ export interface TenantTable {
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
   data_version: Generated<string>;
+  /** Bumped by every tenant apply: the key of cached clients and subject configuration. */
+  config_version: Generated<string>;
 }
 
 export interface ClientTable {

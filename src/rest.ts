@@ -213,7 +213,7 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       schema: deps.schema,
       document: route.operation,
       variableValues: route.variables({ params, query, body }) as Record<string, unknown>,
-      contextValue: createContext({ db: deps.db, principal, requestId: String(req.id), log: req.log as Logger, data: deps.data }),
+      contextValue: createContext({ db: deps.db, principal, requestId: String(req.id), log: req.log as Logger, data: deps.data }, route.operation),
     });
     if (result.errors?.length) {
       // Variables the operation could not coerce (no execution happened): bad input, 400 (D5).

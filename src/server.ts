@@ -36,8 +36,16 @@ async function seedDemo(db: Db): Promise<void> {
   const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as { tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[] };
   const t = file.tenants[0]!;
   const client = t.clients.find((c) => c.scopes.includes('ServiceApi'))!;
-  const tenant = await db.selectFrom('tenant').select('id').where('key', '=', t.key).executeTakeFirstOrThrow();
-  const principal = { tenantId: tenant.id, tenantKey: t.key, clientId: client.clientId, scopes: new Set(client.scopes), permissions: new Set(['*']) };
+  const tenant = await db.selectFrom('tenant').select(['id', 'config_version', 'data_version']).where('key', '=', t.key).executeTakeFirstOrThrow();
+  const principal = {
+    tenantId: tenant.id,
+    tenantKey: t.key,
+    clientId: client.clientId,
+    scopes: new Set(client.scopes),
+    permissions: new Set(['*']),
+    configVersion: tenant.config_version,
+    dataVersion: tenant.data_version,
+  };
   const subjects = JSON.parse(await readFile(DEMO_SUBJECTS, 'utf8')) as { CustomFieldValues: { Key: string; Value: unknown }[]; StructuralEntityKeys: string[] }[];
   for (const s of subjects) {
     await upsertSubject(db, principal, {

@@ -86,6 +86,20 @@ describe('authentication edges (D4)', () => {
     expectProblem(await api.get('/api/v1/structuralEntity'), 403);
   });
 
+  it('a permission or a subject field changed by a tenant apply holds on the next request (issue 8: cached per configuration version)', async () => {
+    const cfg = tenantConfig();
+    await apply({ tenants: [cfg] });
+    const api = new ApiClient(app.url, await (await createTenant(app, { key: cfg.key })).token());
+    expect((await api.get('/api/v2/subject')).status).toBe(200);
+    const nick = { CustomFieldValues: [...person('N1').CustomFieldValues, { Key: 'nickname', Value: { String: { Value: 'Nico' } } }] };
+    expectValidation(await api.post('/api/v2/messaging/subject', nick), 'CustomFieldValues[2].Key');
+    await apply({ tenants: [{ ...cfg, subjectFields: [...cfg.subjectFields, { key: 'nickname', name: 'Nickname', dataType: 'String' }] }] });
+    expect((await api.post('/api/v2/messaging/subject', nick)).status).toBe(201);
+    await apply({ tenants: [{ ...cfg, clients: [{ ...FULL_CLIENT, permissions: ['List:StructuralEntity'] }] }] });
+    expectProblem(await api.get('/api/v2/subject'), 403);
+    expect((await api.get('/api/v1/structuralEntity')).status).toBe(200);
+  });
+
   it('without the permission, a non-UUID subject id is 403 (the permission comes first), with it 404', async () => {
     const t = await createTenant(app, { clients: [FULL_CLIENT, { clientId: 'lister', clientSecret: 'lister-secret', scopes: ['ServiceApi'], permissions: ['List:Subject'] }] });
     const lister = await t.client({ clientId: 'lister', clientSecret: 'lister-secret' });

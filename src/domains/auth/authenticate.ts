@@ -44,6 +44,8 @@ export async function authenticate(db: Db, tokens: TokenService, authorization: 
     clientId: client.clientId,
     scopes: granted,
     permissions: new Set(client.permissions),
+    configVersion: client.configVersion,
+    dataVersion: client.dataVersion,
   };
 }
 

@@ -22,6 +22,10 @@ export interface Principal {
   clientId: string;
   scopes: ReadonlySet<string>;
   permissions: ReadonlySet<string>;
+  /** The tenant's configuration version when the request began: the key of its cached configuration. */
+  configVersion: string;
+  /** The tenant's data version when the request began (cached TotalCounts of queries). */
+  dataVersion: string;
 }
 
 /** `*` in a client's configuration grants every permission. */

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../../custom-fields.js';
 import type { Db, StructuralEntityRow, StructureType } from '../../db.js';
@@ -11,15 +12,16 @@ export async function findEntitiesByKeys(db: Db, tenantId: string, keys: readonl
   return db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', 'in', keys).execute();
 }
 
-/** Structure types with their fields (ordered by position), in one query. */
-export async function findStructureTypes(db: Db, tenantId: string, keys: readonly string[]): Promise<StructureTypeWithFields[]> {
-  if (keys.length === 0) return [];
-  const rows = await db
+/** Structure types with their fields (ordered by position), in one query; `keys` absent: all of them. */
+export async function findStructureTypes(db: Db, tenantId: string, keys?: readonly string[]): Promise<StructureTypeWithFields[]> {
+  if (keys?.length === 0) return [];
+  let q = db
     .selectFrom('structure_type as t')
     .leftJoin('structure_type_field as f', (j) => j.onRef('f.tenant_id', '=', 't.tenant_id').onRef('f.structure_type_key', '=', 't.key'))
     .select(['t.tenant_id', 't.key', 't.name', 't.subject_assignable', 'f.key as fkey', 'f.name as fname', 'f.data_type', 'f.type_label', 'f.required'])
-    .where('t.tenant_id', '=', tenantId)
-    .where('t.key', 'in', keys)
+    .where('t.tenant_id', '=', tenantId);
+  if (keys) q = q.where('t.key', 'in', keys);
+  const rows = await q
     .orderBy('t.key')
     .orderBy('f.position')
     .execute();
@@ -32,6 +34,22 @@ export async function findStructureTypes(db: Db, tenantId: string, keys: readonl
     }
   }
   return [...byKey.values()];
+}
+
+// A tenant's structure types by (tenant, configuration version): only a tenant apply changes them, and it
+// bumps the version (see cachedSubjectConfig).
+const structureTypes = new LRUCache<string, Promise<Map<string, StructureTypeWithFields>>>({ max: 1000 });
+
+/** Every structure type of the tenant at `configVersion` (the principal's), loaded once per instance and version. */
+export function cachedStructureTypes(db: Db, tenantId: string, configVersion: string): Promise<Map<string, StructureTypeWithFields>> {
+  const key = `${tenantId}|${configVersion}`;
+  let types = structureTypes.get(key);
+  if (!types) {
+    types = findStructureTypes(db, tenantId).then((all) => new Map(all.map((t) => [t.key, t])));
+    structureTypes.set(key, types);
+    types.catch(() => structureTypes.delete(key));
+  }
+  return types;
 }
 
 /** The data types a custom field key has across the tenant's structure types (for OrderBy). */

@@ -14,14 +14,16 @@ import {
   countRows,
   entityListQuery,
   findEntitiesByKeys,
-  findStructureTypes,
+  cachedStructureTypes,
   structureFieldTypes,
 } from './structural-entity.repository.js';
 import { upsertStructuralEntity } from './structural-entity.service.js';
 
 export const StructureTypeRef = builder.loadableObject('StructureType', {
-  load: (keys: string[], ctx: Context) => findStructureTypes(ctx.db, ctx.principal.tenantId, keys),
-  sort: (t) => t.key,
+  load: async (keys: string[], ctx: Context) => {
+    const types = await cachedStructureTypes(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion);
+    return keys.map((k) => types.get(k) ?? new Error(`Unknown structure type '${k}'.`));
+  },
   fields: (t) => ({
     key: t.exposeString('key'),
     name: t.exposeString('name'),

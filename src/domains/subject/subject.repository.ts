@@ -29,6 +29,23 @@ export async function loadSubjectConfig(db: Db, tenantId: string): Promise<Subje
   };
 }
 
+// Subject configurations by (tenant, configuration version). Every tenant apply bumps the version, so an
+// entry is never stale, only unused: a request reads the version with its principal (one statement) and
+// never the configuration itself, which would cost two.
+const configs = new LRUCache<string, Promise<SubjectConfig>>({ max: 1000 });
+
+/** The subject configuration at `configVersion` (the principal's), loaded once per instance and version. */
+export function cachedSubjectConfig(db: Db, tenantId: string, configVersion: string): Promise<SubjectConfig> {
+  const key = `${tenantId}|${configVersion}`;
+  let config = configs.get(key);
+  if (!config) {
+    config = loadSubjectConfig(db, tenantId);
+    configs.set(key, config);
+    config.catch(() => configs.delete(key));
+  }
+  return config;
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const isUuid = (s: string) => UUID.test(s);
 
@@ -90,15 +107,28 @@ export async function subjectsAfter(db: Db, tenantId: string, afterId: string | 
 }
 
 /** Locations of several subjects in one query, with the entities. */
-export async function findLocations(db: Db, tenantId: string, subjectIds: readonly string[]): Promise<(StructuralEntityRow & { subject_id: string })[]> {
+/**
+ * The locations of some subjects, and in the same statement the parents of those entities (rows with a
+ * null `subject_id`): a page of subjects with `parent { ... }` costs no further query (issue 8).
+ */
+export async function findLocations(db: Db, tenantId: string, subjectIds: readonly string[]): Promise<(StructuralEntityRow & { subject_id: string | null })[]> {
   if (subjectIds.length === 0) return [];
-  return db
+  const located = db
     .selectFrom('subject_location as l')
     .innerJoin('structural_entity as e', (j) => j.onRef('e.tenant_id', '=', 'l.tenant_id').onRef('e.id', '=', 'l.structural_entity_id'))
-    .selectAll('e')
-    .select('l.subject_id')
     .where('l.tenant_id', '=', tenantId)
-    .where('l.subject_id', 'in', subjectIds)
+    .where('l.subject_id', 'in', subjectIds);
+  return located
+    .selectAll('e')
+    .select((eb) => eb.ref('l.subject_id').$castTo<string | null>().as('subject_id'))
+    .unionAll(
+      db
+        .selectFrom('structural_entity as e')
+        .selectAll('e')
+        .select(sql<string | null>`null::uuid`.as('subject_id'))
+        .where('e.tenant_id', '=', tenantId)
+        .where('e.key', 'in', located.select('e.parent_key').where('e.parent_key', 'is not', null)),
+    )
     .execute();
 }
 
@@ -206,11 +236,14 @@ export function searchMatches(db: Db, tenantId: string, term: string) {
 // statement (one snapshot), so a cached count is always the exact count of that version.
 const counts = new LRUCache<string, number>({ max: 20_000 });
 
-/** TotalCount of a filtered subject list, counted once per data version (D6 exact, issue: cheap at scale). */
-export async function countSubjects(db: Db, tenantId: string, filters: SubjectFilters): Promise<number> {
+/**
+ * TotalCount of a filtered subject list, counted once per data version (D6 exact, issue: cheap at scale).
+ * `dataVersion`: the version a query read with its principal; otherwise it is read here.
+ */
+export async function countSubjects(db: Db, tenantId: string, filters: SubjectFilters, dataVersion?: string): Promise<number> {
   // A digest: the filters can be long (terms, many values), the cache's keys must not be (issue 9).
   const filterKey = createHash('sha256').update(JSON.stringify(filters)).digest('base64url');
-  const cached = counts.get(`${tenantId}|${await readDataVersion(db, tenantId)}|${filterKey}`);
+  const cached = counts.get(`${tenantId}|${dataVersion ?? (await readDataVersion(db, tenantId))}|${filterKey}`);
   if (cached !== undefined) return cached;
   const counted = subjectListQuery(db, tenantId, filters).select((eb) => eb.fn.countAll<string>().as('n'));
   const row = await db.selectFrom('tenant').select(['data_version', counted.as('n')]).where('id', '=', tenantId).executeTakeFirstOrThrow();

@@ -20,14 +20,14 @@ import {
   findLocations,
   findSubjectsByIds,
   isUuid,
-  loadSubjectConfig,
+  cachedSubjectConfig,
   searchMatches,
   subjectListQuery,
 } from './subject.repository.js';
 import { addSubjectLocations, removeSubjectLocations, updateSubject, upsertSubject } from './subject.service.js';
 
 /** The tenant's subject fields, loaded once per request. */
-export const subjectConfig = createContextCache((ctx: Context) => loadSubjectConfig(ctx.db, ctx.principal.tenantId));
+export const subjectConfig = createContextCache((ctx: Context) => cachedSubjectConfig(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion));
 
 /** Locations of every subject on the page in one query (D11: a fixed number of queries per page). */
 const locationsLoader = createContextCache(
@@ -35,7 +35,12 @@ const locationsLoader = createContextCache(
     new DataLoader<string, StructuralEntityRow[]>(async (ids) => {
       const rows = await findLocations(ctx.db, ctx.principal.tenantId, ids);
       const bySubject = new Map<string, StructuralEntityRow[]>();
-      for (const { subject_id, ...e } of rows) bySubject.set(subject_id, [...(bySubject.get(subject_id) ?? []), e]);
+      const entities = StructuralEntityRef.getDataloader(ctx);
+      for (const { subject_id, ...e } of rows) {
+        // Located entities and their parents, loaded in the same statement, are what `parent` asks next.
+        entities.prime(e.key, e);
+        if (subject_id !== null) bySubject.set(subject_id, [...(bySubject.get(subject_id) ?? []), e]);
+      }
       return ids.map((id) => bySubject.get(id) ?? []);
     }),
 );
@@ -173,7 +178,7 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
   // A relevance cursor fits only the term that produced it.
   // Bound to the term by a digest: a cursor stays small whatever the term's length (issue 9).
   const list = relevance ? `subject~${createHash('sha256').update(searchTerm!).digest('base64url').slice(0, 16)}` : 'subject';
-  return paginate<SubjectRow>({ list, query, count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters), sort, args });
+  return paginate<SubjectRow>({ list, query, count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters, ctx.dataVersion), sort, args });
 }
 
 const subjectFilterArgs = (arg: ArgBuilder<Types>) => ({

@@ -10,6 +10,7 @@ import {
   type SubjectConfig,
   addLocations,
   insertSubject,
+  cachedSubjectConfig,
   loadSubjectConfig,
   lockSubjectById,
   lockSubjectByMatchingKey,
@@ -88,7 +89,7 @@ export interface UpsertSubjectInput {
  */
 export async function upsertSubject(db: Db, principal: Principal, input: UpsertSubjectInput): Promise<{ subject: SubjectRow; created: boolean }> {
   const tenantId = principal.tenantId;
-  const config = await loadSubjectConfig(db, tenantId);
+  const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
   return write(db, async (trx) => {
     const errors = new ErrorCollector();
     const changes = await parseValues(trx, tenantId, config, input.customFieldValues, 'customFieldValues', errors);
@@ -156,7 +157,7 @@ export async function updateSubject(
 ): Promise<SubjectRow> {
   const tenantId = principal.tenantId;
   requirePermission(principal, 'Edit:Subject');
-  const config = await loadSubjectConfig(db, tenantId);
+  const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
   return write(db, async (trx) => {
     const existing = await lockSubjectById(trx, tenantId, id);
     if (!existing) throw new NotFoundError(NOT_FOUND);

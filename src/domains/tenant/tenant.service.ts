@@ -118,6 +118,7 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
         ...(t.matchingFieldKeys ? { matching_field_keys: eb.ref('excluded.matching_field_keys') } : {}),
         ...(t.externalIdFieldKey ? { external_id_field_key: eb.ref('excluded.external_id_field_key') } : {}),
         updated_at: sql<Date>`now()`,
+        config_version: sql<string>`tenant.config_version + 1`,
       })),
     )
     .returning('id')
