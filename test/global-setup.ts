@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,8 +16,13 @@ declare module 'vitest' {
   }
 }
 
-/** Migrates once; test files clone the result instead of migrating (PGlite creation costs seconds). */
+/**
+ * Builds what `npm start` and the operational scripts run (dist/, incremental), so the tests that start
+ * them run the current code; then migrates once: test files clone the result instead of migrating
+ * (PGlite creation costs seconds).
+ */
 export default async function setup(project: TestProject) {
+  execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
   const url = process.env['DATABASE_URL'];
   if (url) {
     const name = `ssdi_tpl_${randomBytes(4).toString('hex')}`;

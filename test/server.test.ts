@@ -6,9 +6,10 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-// The real process (`npm start` = tsx src/server.ts): D1 start-up, operations, graceful shutdown.
+// The real process as `npm start` runs it (the build global-setup made): D1 start-up, operations, graceful shutdown.
 const run = promisify(execFile);
-const TSX = path.resolve('node_modules/.bin/tsx');
+const NODE = process.execPath;
+const SERVER = ['--enable-source-maps', 'dist/src/server.js'];
 
 async function freePort(): Promise<number> {
   const srv = createServer();
@@ -26,7 +27,7 @@ function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 
 describe('configuration (D1)', () => {
   it('stops with one line naming a bad variable', async () => {
-    const err = await run(TSX, ['src/server.ts'], { env: childEnv({ PORT: 'eighty' }) }).catch((e: { code: number; stderr: string }) => e);
+    const err = await run(NODE, SERVER, { env: childEnv({ PORT: 'eighty' }) }).catch((e: { code: number; stderr: string }) => e);
     expect((err as { code: number }).code).toBe(1);
     const lines = (err as { stderr: string }).stderr.trim().split('\n').filter((l) => !/npm warn/.test(l));
     expect(lines).toHaveLength(1);
@@ -44,7 +45,7 @@ describe('npm start on an empty embedded database (D1)', () => {
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'ssdi-server-'));
     port = await freePort();
-    child = spawn(TSX, ['src/server.ts'], { env: childEnv({ PORT: String(port), DATA_DIR: dir }) });
+    child = spawn(NODE, SERVER, { env: childEnv({ PORT: String(port), DATA_DIR: dir }) });
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (stdout += d.toString()));
     exit = new Promise((r) => child.on('exit', (code) => r(code)));
@@ -122,7 +123,7 @@ describe('npm start on an empty embedded database (D1)', () => {
   });
 
   it('refuses a second process on the same DATA_DIR with one clear line (issue 10)', async () => {
-    const err = await run(TSX, ['src/server.ts'], { env: childEnv({ PORT: String(await freePort()), DATA_DIR: dir }) }).catch((e: { code: number; stderr: string }) => e);
+    const err = await run(NODE, SERVER, { env: childEnv({ PORT: String(await freePort()), DATA_DIR: dir }) }).catch((e: { code: number; stderr: string }) => e);
     expect((err as { code: number }).code).toBe(1);
     const lines = (err as { stderr: string }).stderr.trim().split('\n').filter((l) => !/npm warn/.test(l));
     expect(lines).toHaveLength(1);
@@ -152,7 +153,7 @@ describe('the embedded database lock (issue 10)', () => {
     try {
       // A PID that cannot be running (beyond Linux's pid_max).
       await writeFile(path.join(dir, '.ssdi.lock'), '99999999\n');
-      const { stdout } = await run(TSX, ['src/cli/migrate.ts'], { env: childEnv({ DATA_DIR: dir }) });
+      const { stdout } = await run(NODE, ['dist/src/cli/migrate.js'], { env: childEnv({ DATA_DIR: dir }) });
       expect(stdout).toMatch(/migrat/i);
       await expect(readFile(path.join(dir, '.ssdi.lock'), 'utf8')).rejects.toThrow();
     } finally {
@@ -169,11 +170,11 @@ describe('the demo credentials (issue 10)', () => {
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
     const taken = (blocker.address() as { port: number }).port;
     try {
-      const first = await run(TSX, ['src/server.ts'], { env: childEnv({ PORT: String(taken), DATA_DIR: dir }) }).catch((e: { code: number; stdout: string }) => e);
+      const first = await run(NODE, SERVER, { env: childEnv({ PORT: String(taken), DATA_DIR: dir }) }).catch((e: { code: number; stdout: string }) => e);
       expect((first as { code: number }).code).toBe(1);
       await new Promise<void>((r) => blocker.close(() => r()));
       const port = await freePort();
-      const child = spawn(TSX, ['src/server.ts'], { env: childEnv({ PORT: String(port), DATA_DIR: dir }) });
+      const child = spawn(NODE, SERVER, { env: childEnv({ PORT: String(port), DATA_DIR: dir }) });
       let out = '';
       child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
       const exited = new Promise((r) => child.on('exit', r));
