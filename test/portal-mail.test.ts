@@ -203,6 +203,23 @@ describe('delivery over SMTP (D9)', () => {
     expect(sink.to('gone@relatives.example')).toEqual([]);
   });
 
+  it('access removed while the mail is being sent: the mail stays cancelled, sent_at says it went out', async () => {
+    // Found by the fuzz suite: the send finishing after the cancellation recorded the mail as sent, so a
+    // later request's digest changed although that request had failed.
+    const id = await subject(api, 'E-6', 'Rita Race', 'rita@care.example');
+    let release!: () => void;
+    sink.hold = new Promise<void>((r) => (release = r));
+    const held = new Promise<void>((r) => (sink.onHeld = r));
+    await invite(api, id, ['racing@relatives.example']);
+    await held; // the SMTP server has the message and has not answered yet
+    expect((await api.delete(`${invitePath(id)}?thirdPartyUserEmails=racing@relatives.example`)).status).toBe(200);
+    sink.hold = undefined;
+    release();
+    await eventually(async () => (await row(db, 'racing@relatives.example')).sent_at !== null, WAIT);
+    expect(await row(db, 'racing@relatives.example')).toMatchObject({ status: 'cancelled' });
+    expect(sink.to('racing@relatives.example')).toHaveLength(1);
+  });
+
   it('inviting an already invited user again sends nothing new (D9 idempotency)', async () => {
     const id = await subject(api, 'E-5', 'Ivy Idem', 'ivy@care.example');
     await invite(api, id, ['idem@relatives.example']);

@@ -121,11 +121,14 @@ export async function stillClaimed(db: Db, m: Pick<MailOutboxRow, 'tenant_id' | 
   return r?.status === 'pending';
 }
 
-/** Records that the SMTP server accepted the mail; false when the claim was lost meanwhile. */
+/**
+ * Records that the SMTP server accepted the mail; false when the claim was lost meanwhile. A mail cancelled
+ * while its send was in progress stays cancelled (found by the fuzz suite): `sent_at` tells it went out.
+ */
 export async function markSent(db: Db, m: Pick<MailOutboxRow, 'tenant_id' | 'id'>, token: string): Promise<boolean> {
   const r = await db
     .updateTable('mail_outbox')
-    .set({ status: 'sent', sent_at: sql<Date>`now()`, claimed_until: null, claim_token: null, last_error: null })
+    .set({ status: sql<MailStatus>`CASE WHEN status = 'cancelled' THEN status ELSE 'sent' END`, sent_at: sql<Date>`now()`, claimed_until: null, claim_token: null, last_error: null })
     .where('tenant_id', '=', m.tenant_id)
     .where('id', '=', m.id)
     .where('claim_token', '=', token)
