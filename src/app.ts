@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { createComplexityRule } from '@pothos/plugin-complexity';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { GraphQLError, Kind, type SelectionNode, type ValidationRule, getOperationAST } from 'graphql';
+import { type DocumentNode, GraphQLError, Kind, type SelectionNode, type ValidationRule, getOperationAST } from 'graphql';
 import { type Plugin, createYoga, maskError } from 'graphql-yoga';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
+import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
+import { LRUCache } from 'lru-cache';
 import type { Config } from './config.js';
 import { createContext } from './context.js';
 import type { Context } from './context.js';
@@ -169,6 +171,27 @@ const queryDataVersion: Plugin = {
 };
 
 /**
+ * graphql-jit for the documents a client repeats (a dashboard sends the same few): a document is compiled
+ * on its second execution, so a stream of one-off documents costs no compilation; both the counts and the
+ * compiled functions are bounded LRUs. Yoga's parser cache hands out one DocumentNode per query text.
+ */
+function compiledRepeatedDocuments(): Plugin {
+  const seen = new LRUCache<DocumentNode, true>({ max: 1000 });
+  const compiled = new LRUCache<string, Parameters<JITCache['set']>[1]>({ max: 500 });
+  return useGraphQlJit(
+    {},
+    {
+      enableIf: ({ document }) => {
+        if (seen.has(document)) return true;
+        seen.set(document, true);
+        return false;
+      },
+      cache: compiled,
+    },
+  ) as Plugin;
+}
+
+/**
  * Builds the HTTP application over an open, migrated database; `listen()` is the caller's (server.ts,
  * tests). `listen` (the database handle's) carries cache invalidations between instances (D10).
  */
@@ -185,6 +208,8 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
+  // No ETag: hashing every body cost more than conditional requests save on pages that change (issue 8).
+  app.set('etag', false);
 
   app.use(
     pinoHttp({
@@ -271,6 +296,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       ...(metrics ? [metrics.graphql()] : []),
       staleDataExtension,
       queryDataVersion,
+      compiledRepeatedDocuments(),
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
     ],
     // The limits depend on the variables (first: $n), so a validation result cannot be reused by document.
