@@ -184,7 +184,16 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   // "Ahead" in the requested direction is ascending-ahead unless descending.
   const ahead = (p: Position, forward: boolean) => beyond(sort, p, forward !== descending);
 
+  const probe = (pred: Expression<SqlBool>) => opts.query.clearSelect().select(sql`1`.as('one')).where(pred).limit(1);
+  const notAhead = (p: Position) => sql<SqlBool>`NOT ${ahead(p, true)}`;
+  const notBehind = (p: Position) => sql<SqlBool>`NOT ${ahead(p, false)}`;
+
   let q = opts.query.select([sql<string | null>`cast(${sort.value} as text)`.as('__sv'), sql<string>`cast(${sort.id} as text)`.as('__id')]);
+  // Whether anything lies behind the cursor the page starts from (a deep page's hasPreviousPage, or
+  // hasNextPage paging back): an uncorrelated EXISTS in the page's own statement, evaluated once, so a
+  // deep page costs one round trip like the first (issue 8).
+  const edgeCursor = !fromEnd ? after : before;
+  if (edgeCursor) q = q.select((eb) => eb.exists(probe(!fromEnd ? notAhead(edgeCursor) : notBehind(edgeCursor))).as('__edge'));
   if (after) q = q.where(ahead(after, true));
   if (before) q = q.where(ahead(before, false));
   const scanDesc = descending !== fromEnd;
@@ -193,7 +202,7 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
     .orderBy(sql`${sort.value} ${dir}`)
     .orderBy(sql`${sort.id} ${dir}`)
     .limit(size + 1)
-    .execute()) as (Row & { __sv: string | null; __id: string })[];
+    .execute()) as (Row & { __sv: string | null; __id: string; __edge?: boolean })[];
 
   const more = rows.length > size;
   const page = rows.slice(0, size);
@@ -202,23 +211,23 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   const first = page[0];
   const last = page[page.length - 1];
 
-  const exists = async (pred: Expression<SqlBool>) =>
-    (await opts.query.clearSelect().select(sql`1`.as('one')).where(pred).limit(1).execute()).length > 0;
-  const notAhead = (p: Position) => sql<SqlBool>`NOT ${ahead(p, true)}`;
-  const notBehind = (p: Position) => sql<SqlBool>`NOT ${ahead(p, false)}`;
+  const exists = async (pred: Expression<SqlBool>) => (await probe(pred).execute()).length > 0;
+  // Anything behind the page's first row is behind the cursor it started from, and the reverse: the
+  // statement's own answer, or (no row came back to carry it) a probe.
+  const behindEdge = async (p: Position) => (rows[0] ? rows[0].__edge === true : exists(!fromEnd ? notAhead(p) : notBehind(p)));
 
   let hasNextPage: boolean;
   let hasPreviousPage: boolean;
   if (!fromEnd) {
     hasNextPage = more || (before !== null && (await exists(last ? ahead(pos(last), true) : after ? ahead(after, true) : sql<SqlBool>`true`)));
-    hasPreviousPage = after !== null && (await exists(first ? ahead(pos(first), false) : notAhead(after)));
+    hasPreviousPage = after !== null && (await behindEdge(after));
   } else {
     hasPreviousPage = more || (after !== null && (await exists(first ? ahead(pos(first), false) : before ? ahead(before, false) : sql<SqlBool>`true`)));
-    hasNextPage = before !== null && (await exists(last ? ahead(pos(last), true) : notBehind(before)));
+    hasNextPage = before !== null && (await behindEdge(before));
   }
 
   const edges = page.map((r) => {
-    const { __sv, __id, ...node } = r;
+    const { __sv, __id, __edge, ...node } = r;
     return { cursor: encodeCursor(list, sort.name, pos(r)), node: node as unknown as Row };
   });
   let counted: Promise<number> | undefined;

@@ -82,6 +82,18 @@ describe('query count (D11, issue 8)', () => {
     expect(counter.count - before).toBe(2);
   });
 
+  it('answers a deep page (after a cursor) in the same two statements as the first (hasPreviousPage in the page statement)', async () => {
+    const mid = (await api.get('/api/v2/subject?First=50')).body.PageInfo.EndCursor;
+    await api.get(`/api/v2/subject?First=20&After=${encodeURIComponent(mid)}`);
+    const before = counter.count;
+    const res = await api.get(`/api/v2/subject?First=20&After=${encodeURIComponent(mid)}`);
+    expect(res.body.PageInfo).toMatchObject({ HasPreviousPage: true, HasNextPage: true });
+    expect(counter.count - before).toBe(2);
+    // Paging back from a cursor: hasNextPage comes with the page the same way.
+    const back = await api.get(`/api/v2/subject?Last=20&Before=${encodeURIComponent(mid)}`);
+    expect(back.body.PageInfo).toMatchObject({ HasPreviousPage: true, HasNextPage: true });
+  });
+
   it('counts again once a write changed the data version', async () => {
     await api.post('/api/v2/messaging/subject', {
       CustomFieldValues: [
