@@ -1,4 +1,3 @@
-import { renderGraphiQL as renderYogaGraphiQL } from '@graphql-yoga/render-graphiql';
 import type { GraphiQLOptions } from 'graphql-yoga';
 
 /** The query GraphiQL opens with (when the browser holds no earlier tabs): it runs on the demo tenant. */
@@ -43,7 +42,7 @@ const RENDER_CALL = 'YogaGraphiQL.renderYogaGraphiQL(';
 /** The `graphiql` and `renderGraphiQL` options of `createYoga`. */
 export interface GraphiQLYogaOptions {
   graphiql: GraphiQLOptions | false;
-  renderGraphiQL?: (options: GraphiQLOptions) => string;
+  renderGraphiQL?: (options: GraphiQLOptions) => Promise<string>;
 }
 
 /**
@@ -66,7 +65,9 @@ export function graphiqlOptions({ enabled, demoDefaults }: { enabled: boolean; d
   const defaults = demoDefaults ? DEMO_CLIENT : { tenantKey: '', clientId: '', clientSecret: '' };
   return {
     graphiql: { title: TITLE, defaultQuery: EXAMPLE_QUERY },
-    renderGraphiQL: (options) => withTokenForm(renderYogaGraphiQL(options), defaults),
+    // Imported on the first page view: the renderer holds GraphiQL's whole bundle (about 50 MB resident),
+    // which an instance that never serves the page should not carry (issue 8).
+    renderGraphiQL: async (options) => withTokenForm((await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options), defaults),
   };
 }
 
