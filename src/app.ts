@@ -226,6 +226,9 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
         res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
       },
       customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+      // Below info, only errors are logged: they are logged where they are handled (the error handler,
+      // Yoga's logger), so the per-request bookkeeping is skipped (issue 8).
+      autoLogging: logger.isLevelEnabled('info'),
       // Who called (known once the token is verified): the tenant and client keys, never the token.
       customProps: (req) => {
         const p = (req as Request).principal;
