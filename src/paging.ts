@@ -170,6 +170,30 @@ export interface PaginateOptions<Row> {
   args: PageArgs;
 }
 
+/** An edge whose cursor is encoded when first read: GraphQL selections often leave it out (issue 8). */
+function edgeOf<T>(node: T, encode: () => string): Edge<T> {
+  let cursor: string | undefined;
+  return {
+    node,
+    get cursor() {
+      return (cursor ??= encode());
+    },
+  };
+}
+
+function pageInfoOf<T>(edges: readonly Edge<T>[], hasNextPage: boolean, hasPreviousPage: boolean): Connection<T>['pageInfo'] {
+  return {
+    hasNextPage,
+    hasPreviousPage,
+    get startCursor() {
+      return edges[0]?.cursor ?? null;
+    },
+    get endCursor() {
+      return edges[edges.length - 1]?.cursor ?? null;
+    },
+  };
+}
+
 /**
  * Relay cursor connection over a keyset (D6): `after`/`before` bound the window, `first`/`last` take
  * from its start or end, and hasNextPage/hasPreviousPage are exact: when the fetched page cannot tell,
@@ -228,17 +252,12 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
 
   const edges = page.map((r) => {
     const { __sv, __id, __edge, ...node } = r;
-    return { cursor: encodeCursor(list, sort.name, pos(r)), node: node as unknown as Row };
+    return edgeOf(node as unknown as Row, () => encodeCursor(list, sort.name, pos(r)));
   });
   let counted: Promise<number> | undefined;
   return {
     edges,
-    pageInfo: {
-      hasNextPage,
-      hasPreviousPage,
-      startCursor: edges[0]?.cursor ?? null,
-      endCursor: edges[edges.length - 1]?.cursor ?? null,
-    },
+    pageInfo: pageInfoOf(edges, hasNextPage, hasPreviousPage),
     totalCount: () => (counted ??= opts.count()),
   };
 }
@@ -279,10 +298,10 @@ export function paginateLoaded<T>(opts: {
     hasPreviousPage = window.length > size || (after !== null && (first ? idx(first) > 0 : all.some((x) => !before || ahead(x.pos, before, false))));
     hasNextPage = before !== null && (last ? idx(last) < all.length - 1 : all.some((x) => !ahead(x.pos, before, false)));
   }
-  const edges = page.map((x) => ({ cursor: encodeCursor(list, sortName, x.pos), node: x.node }));
+  const edges = page.map((x) => edgeOf(x.node, () => encodeCursor(list, sortName, x.pos)));
   return {
     edges,
-    pageInfo: { hasNextPage, hasPreviousPage, startCursor: edges[0]?.cursor ?? null, endCursor: edges[edges.length - 1]?.cursor ?? null },
+    pageInfo: pageInfoOf(edges, hasNextPage, hasPreviousPage),
     totalCount: () => Promise.resolve(all.length),
   };
 }
