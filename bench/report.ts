@@ -1,0 +1,186 @@
+/**
+ * The bench's results: ratios, the issue's targets (each with whether it holds), the Markdown tables
+ * and the JSON file in bench/results/.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { LoadResult } from './load.js';
+
+export interface Measured extends LoadResult {
+  /** VmHWM of the process under test during this run (warm-up included), bytes. */
+  peakRssBytes?: number;
+}
+
+export interface ScenarioResult {
+  id: string;
+  title: string;
+  connections: number;
+  reference: 'B1' | 'B0' | 'none';
+  service: Measured;
+  /** The same request with one connection (unloaded latency). */
+  oneConnection?: Measured;
+  b0?: Measured;
+  b1?: Measured;
+  /** Every statement of one request (auth and configuration included). */
+  statementsPerRequest: number;
+  statements: { kind: string; tables: string[]; sql: string }[];
+  /** What B1 replays, by tables. */
+  b1Replays?: string[];
+  answerBytes: number;
+  b1AnswerBytes?: number;
+  /** B1's answer holds the same data as the service's (cursors aside). */
+  b1SameData?: boolean;
+  /** Provider calls per request: sequential requests for the cache miss, the load's average for the hit. */
+  providerCallsPerRequest?: number;
+  /** The provider's get-data-points calls during the load run (warm-up included). */
+  providerCallsDuringLoad?: number;
+  /** Service req/s over the reference's (B1 or B0). */
+  ratio?: number;
+  failures: number;
+}
+
+export interface HalfRate {
+  rate: number;
+  result: Measured;
+}
+
+export interface Target {
+  target: string;
+  measured: string;
+  holds: boolean | undefined;
+}
+
+export interface BenchReport {
+  label: string | undefined;
+  date: string;
+  database: 'pglite' | 'postgres';
+  machine: { cpus: number; cpuModel: string; memoryGb: number; node: string; kernel: string; platform: string; loadAverage1m: { start: number; end: number } };
+  commit: string;
+  /** Uncommitted changes under src/, db/ or package.json at the end of the run. */
+  dirty: boolean;
+  /** HEAD or the uncommitted changes under src/ or db/ differed between the start and the end of the run. */
+  codeChangedDuringRun?: boolean;
+  startCommand: string;
+  subjects: number;
+  connections: number;
+  durationSec: number;
+  warmupSec: number;
+  latencyDurationSec: number;
+  providerLatencyMs: number;
+  seedSeconds: number;
+  runtimeSeconds: number;
+  scenarios: ScenarioResult[];
+  halfRate?: HalfRate;
+  targets: Target[];
+  markdown: string;
+}
+
+/** The number of failed answers of a run: non-2xx, connection errors, timeouts, GraphQL errors. */
+export const failures = (r: LoadResult | undefined) => (r ? r.non2xx + r.errors + r.timeouts + r.graphqlErrors : 0);
+
+/** A measured number, or undefined when there is none (NaN arrives as null through JSON). */
+const val = (n: number | null | undefined): number | undefined => (n === undefined || n === null || !Number.isFinite(n) ? undefined : n);
+
+/**
+ * The issue's targets, evaluated on this run's numbers. A target whose scenario had failed answers does
+ * not hold, whatever its numbers.
+ */
+export function evaluateTargets(scenarios: ScenarioResult[], halfRate: HalfRate | undefined, subjects: number): Target[] {
+  const s = (id: string) => scenarios.find((x) => x.id === id);
+  const f2 = (n: number | null | undefined) => (val(n) === undefined ? 'n/a' : n!.toFixed(2));
+  const out: Target[] = [];
+  const push = (target: string, measured: string, holds: boolean | undefined, ...ids: string[]) => {
+    const failed = ids.reduce((n, id) => n + (s(id)?.failures ?? 0) + failures(s(id)?.oneConnection), 0);
+    out.push(failed > 0 ? { target, measured: `${measured} (${failed} failed answers)`, holds: false } : { target, measured, holds });
+  };
+  const ratio = (id: string, min: number, label: string) => {
+    const sc = s(id);
+    const r = val(sc?.ratio);
+    // A reference that failed answers is no reference.
+    const refFailed = failures(sc?.reference === 'B1' ? sc.b1 : sc?.reference === 'B0' ? sc.b0 : undefined);
+    const measured = r === undefined ? 'n/a' : `${f2(r)}×${refFailed ? ` (${sc?.reference} failed ${refFailed} answers)` : ''}`;
+    push(`${label} ≥ ${min}× ${sc?.reference ?? 'B1'} (req/s)`, measured, r === undefined ? undefined : r >= min && refFailed === 0, id);
+  };
+  // Latency targets compare unloaded p50s (one connection): under 32 connections a p50 is mostly queueing.
+  const p50 = (id: string) => val(s(id)?.oneConnection?.p50);
+  const relative = (id: string, max: number, label: string) => {
+    const a = p50(id);
+    const b = p50('rest-list');
+    const q = a !== undefined && b !== undefined && b > 0 ? a / b : undefined;
+    push(`${label} p50 ≤ ${max}× page-1 p50 (1 connection)`, q === undefined ? 'n/a' : `${f2(a)} / ${f2(b)} ms = ${f2(q)}×`, q === undefined ? undefined : q <= max, id, 'rest-list');
+  };
+  ratio('rest-list', 0.6, 'REST list page 1 with TotalCount');
+  ratio('gql-20', 0.7, 'GraphQL 20 subjects');
+  relative('rest-deep', 1.2, 'Deep page');
+  const search = p50('rest-search');
+  push(
+    `SearchTerm p50 ≤ 5 ms at 100k (1 connection)${subjects < 100_000 ? ` — this run has ${subjects} subjects` : ''}`,
+    `${f2(search)} ms`,
+    search === undefined ? undefined : search <= 5,
+    'rest-search',
+  );
+  relative('rest-filter', 1.5, 'Filter');
+  const g100 = s('gql-100-entities');
+  push('GraphQL 100 subjects with entities ≤ 3 SQL statements', g100 ? String(g100.statementsPerRequest) : 'n/a', g100 ? g100.statementsPerRequest <= 3 : undefined, 'gql-100-entities');
+  ratio('gql-100-entities', 0.3, 'GraphQL 100 subjects with entities');
+  ratio('dp-hit', 0.5, 'Data points cache hit');
+  const calls = val(s('dp-miss')?.providerCallsPerRequest);
+  push('Data points cache miss: exactly 1 provider call per request', calls === undefined ? 'n/a' : f2(calls), calls === undefined ? undefined : calls === 1, 'dp-miss');
+  const hp50 = val(halfRate?.result.p50);
+  const hp99 = val(halfRate?.result.p99);
+  const q = hp50 !== undefined && hp99 !== undefined && hp50 > 0 ? hp99 / hp50 : undefined;
+  const halfFailed = failures(halfRate?.result);
+  out.push({
+    target: 'REST list at half the max rate: p99 ≤ 5× p50',
+    measured: q === undefined ? 'n/a' : `${f2(hp99)} / ${f2(hp50)} ms = ${f2(q)}×${halfFailed ? ` (${halfFailed} failed answers)` : ''}`,
+    holds: q === undefined ? undefined : q <= 5 && halfFailed === 0,
+  });
+  const rss = val(s('rest-list')?.service?.peakRssBytes);
+  push('Peak RSS ≤ 200 MB under list load', rss === undefined ? 'n/a' : `${(rss / 2 ** 20).toFixed(0)} MB`, rss === undefined ? undefined : rss <= 200 * 2 ** 20, 'rest-list');
+  return out;
+}
+
+// NaN (no answer in the run) is null after the JSON round trip from the load generator.
+const ms = (n: number | null | undefined) => (n === undefined ? '' : n === null || !Number.isFinite(n) ? 'n/a' : n < 10 ? n.toFixed(2) : n.toFixed(1));
+const rps = (r: LoadResult | undefined) => (r ? r.rps.toFixed(0) : '');
+const mb = (b: number | undefined) => (b === undefined ? '' : (b / 2 ** 20).toFixed(0));
+
+/** The Markdown tables: scenarios, then targets. */
+export function markdown(r: Omit<BenchReport, 'markdown'>): string {
+  const lines = [
+    `${r.subjects} subjects, ${r.database}, ${r.connections} connections (upserts: 1 and 20), ${r.durationSec} s per run after a ${r.warmupSec} s warm-up, ` +
+      `1-connection runs ${r.latencyDurationSec} s; node ${r.machine.node}, ${r.machine.cpus} × ${r.machine.cpuModel}, load average ${r.machine.loadAverage1m.start} → ${r.machine.loadAverage1m.end}; commit ${r.commit.slice(0, 7)}${r.dirty ? ' (+ uncommitted changes)' : ''}${r.codeChangedDuringRun ? ' (code changed during the run!)' : ''}` +
+      (r.label ? `; label ${r.label}` : ''),
+    '',
+    '| scenario | conns | req/s | p50 ms | p99 ms | p50 ms, 1 conn | SQL/req | peak RSS MB | B1 req/s | B0 req/s | ratio | failed |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const s of r.scenarios) {
+    const ratio = s.ratio === undefined ? (s.providerCallsPerRequest !== undefined ? `${s.providerCallsPerRequest.toFixed(2)} provider calls/req` : '') : `${s.ratio.toFixed(2)}× ${s.reference}`;
+    const failed = s.failures + failures(s.oneConnection);
+    const b1 = s.b1 ? `${rps(s.b1)}${s.b1SameData === false ? ' (≠ data)' : ''}${failures(s.b1) ? ` ⚠ ${failures(s.b1)} failed` : ''}` : '';
+    const b0 = s.b0 ? `${rps(s.b0)}${failures(s.b0) ? ` ⚠ ${failures(s.b0)} failed` : ''}` : '';
+    const exhausted = s.service.exhausted ? ' (inputs ran out)' : '';
+    lines.push(
+      `| ${s.title}${exhausted} | ${s.connections} | ${rps(s.service)} | ${ms(s.service.p50)} | ${ms(s.service.p99)} | ${ms(s.oneConnection?.p50)} | ${s.statementsPerRequest} | ${mb(s.service.peakRssBytes)} | ${b1} | ${b0} | ${ratio} | ${failed > 0 ? `⚠ ${failed}` : '0'} |`,
+    );
+  }
+  if (r.halfRate) {
+    const h = r.halfRate.result;
+    lines.push(
+      `| REST subjects page 1 at half max rate (${r.halfRate.rate} req/s) | ${r.connections} | ${rps(h)} | ${ms(h.p50)} | ${ms(h.p99)} |  | ${r.scenarios.find((s) => s.id === 'rest-list')?.statementsPerRequest ?? ''} | ${mb(h.peakRssBytes)} |  |  | p99/p50 ${ms(h.p99 / h.p50)} | ${failures(h) > 0 ? `⚠ ${failures(h)}` : '0'} |`,
+    );
+  }
+  lines.push('', '| target | measured | holds |', '| --- | --- | :---: |');
+  for (const t of r.targets) lines.push(`| ${t.target} | ${t.measured} | ${t.holds === undefined ? '–' : t.holds ? 'yes' : 'no'} |`);
+  return lines.join('\n');
+}
+
+/** Writes `bench/results/<date>[-<label>]-<database>.json`; returns the path. */
+export async function writeReport(dir: string, report: BenchReport): Promise<string> {
+  await mkdir(dir, { recursive: true });
+  const safeLabel = report.label?.replace(/[^A-Za-z0-9._-]+/g, '-');
+  const file = path.join(dir, `${report.date}${safeLabel ? `-${safeLabel}` : ''}-${report.database}.json`);
+  await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+  return file;
+}

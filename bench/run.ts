@@ -1,0 +1,397 @@
+/**
+ * `npm run bench`: throughput, latency, SQL statements and peak memory of the service under load, next
+ * to two baselines on the same data (see bench/README.md).
+ *
+ * 1. A fresh database (PGlite in a temp dir, or with DATABASE_URL a new `ssdi_bench_<random>` database)
+ *    is seeded in bulk with the bench tenant; the reference data provider runs in this process on
+ *    loopback with BENCH_PROVIDER_LATENCY_MS (20) added to each call.
+ * 2. Capture: the app built in-process answers each scenario once after a warm-up while its statements
+ *    are recorded (statements per request, B1's statements, the real answers).
+ * 3. B0 and B1 run as their own processes pinned to core 0, the load generator on core 1.
+ * 4. The service runs as `npm start` runs it (package.json's scripts.start; `npm run build` first, at
+ *    the start of the bench, when that runs dist/), pinned to core 0.
+ * 5. The tables are printed and the numbers written to bench/results/<date>[-<BENCH_LABEL>]-<db>.json.
+ *
+ * Environment: BENCH_SUBJECTS (100000), BENCH_DURATION (8 s), BENCH_WARMUP (1 s), BENCH_LATENCY_DURATION
+ * (3 s), BENCH_CONNECTIONS (32), BENCH_LABEL, BENCH_PROVIDER_LATENCY_MS (20), BENCH_EXPLAIN (print the
+ * plans of B1's statements after the capture, then stop), BENCH_KEEP (keep the work dir: logs, specs),
+ * DATABASE_URL.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { isDeepStrictEqual } from 'node:util';
+import { migrateToLatest } from '../src/db.js';
+import { createReferenceProvider } from '../src/provider/reference-provider.js';
+import type { BaselineSpec } from './baseline-server.js';
+import { type CapturedScenario, Recorder, capturePhase } from './capture.js';
+import { type LoadSpec, runLoad } from './load.js';
+import {
+  type Spawned,
+  drain,
+  freePort,
+  installSignalHandlers,
+  onCleanup,
+  peakRss,
+  pinSelf,
+  resetPeakRss,
+  runCleanups,
+  spawnPinned,
+  stoppingSignal,
+  waitForHttp,
+  workerNodePid,
+} from './processes.js';
+import { type BenchReport, type HalfRate, type Measured, type ScenarioResult, evaluateTargets, failures, markdown, writeReport } from './report.js';
+import { MISS_CHECKS, type Scenario, missCheckCursors } from './scenarios.js';
+import { createBenchDatabase, seedTenant } from './seed.js';
+import { CLIENT, TENANT_KEY } from './tenant-data.js';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const SERVER_CORE = 0;
+const LOAD_CORE = 1;
+
+const num = (name: string, fallback: number) => {
+  const v = process.env[name];
+  const n = v === undefined || v === '' ? fallback : Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got '${v}'`);
+  return n;
+};
+const SUBJECTS = Math.floor(num('BENCH_SUBJECTS', 100_000));
+const DURATION = num('BENCH_DURATION', 8);
+const WARMUP = num('BENCH_WARMUP', 1);
+const LATENCY_DURATION = num('BENCH_LATENCY_DURATION', 3);
+const CONNECTIONS = Math.floor(num('BENCH_CONNECTIONS', 32));
+const PROVIDER_LATENCY_MS = num('BENCH_PROVIDER_LATENCY_MS', 20);
+const LABEL = process.env['BENCH_LABEL'] || undefined;
+const EXPLAIN = Boolean(process.env['BENCH_EXPLAIN']);
+
+const log = (line: string) => console.log(line);
+
+/** The environment children get: the basics only, so a developer's service settings do not leak in. */
+function baseEnv(): NodeJS.ProcessEnv {
+  const keep = ['PATH', 'HOME', 'TMPDIR', 'LANG', 'LC_ALL', 'TZ', 'USER'];
+  const env: NodeJS.ProcessEnv = {};
+  for (const k of keep) if (process.env[k] !== undefined) env[k] = process.env[k];
+  env['PATH'] = `${path.join(REPO, 'node_modules/.bin')}:${env['PATH'] ?? ''}`;
+  return env;
+}
+
+/** Deep equality of two JSON answers, cursors aside (B1 encodes its own). */
+function sameData(a: string, b: string): boolean {
+  const strip = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(strip);
+    if (v && typeof v === 'object') {
+      return Object.fromEntries(Object.entries(v).filter(([k]) => !/^(cursor|startcursor|endcursor)$/i.test(k)).map(([k, x]) => [k, strip(x)]));
+    }
+    return v;
+  };
+  try {
+    return isDeepStrictEqual(strip(JSON.parse(a)), strip(JSON.parse(b)));
+  } catch {
+    return false;
+  }
+}
+
+function git(args: string[]): string {
+  try {
+    return execFileSync('git', args, { cwd: REPO, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 256 * 2 ** 20 }).trim();
+  } catch {
+    return '';
+  }
+}
+
+/** HEAD plus a digest of the uncommitted changes under src/ and db/ (untracked files included). */
+function codeState(): string {
+  const diff = git(['diff', 'HEAD', '--', 'src', 'db']) + git(['ls-files', '--others', '--exclude-standard', '--', 'src', 'db']);
+  return `${git(['rev-parse', 'HEAD'])} ${createHash('sha256').update(diff).digest('hex')}`;
+}
+
+async function main() {
+  const started = performance.now();
+  // The code measured is the working tree's: note its state now and at the end (it may change meanwhile).
+  const treeAtStart = codeState();
+  const loadAtStart = os.loadavg()[0]!;
+  installSignalHandlers();
+  // The service runs as `npm start` does. A start script running the build output gets a fresh build
+  // first, now: the capture phase runs the sources, and both should be the same code.
+  const pkg = JSON.parse(await readFile(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+  const start = pkg.scripts['start'];
+  if (!start) throw new Error('package.json has no scripts.start');
+  if (/\bdist\//.test(start) && pkg.scripts['build']) {
+    log('building (scripts.start runs the build output): npm run build');
+    execFileSync('npm', ['run', '--silent', 'build'], { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit'] });
+  }
+  const workDir = await mkdtemp(path.join(os.tmpdir(), 'ssdi-bench-run-'));
+  if (process.env['BENCH_KEEP']) log(`work dir (kept: BENCH_KEEP): ${workDir}`);
+  else onCleanup('work dir', () => rm(workDir, { recursive: true, force: true }));
+
+  // The reference provider in this process, on loopback; the tenant's data source points at it.
+  // Page size 1000: one call answers 50 subjects × 7 points (the provider's default page is 50 points).
+  const provider = createReferenceProvider({ latencyMs: PROVIDER_LATENCY_MS, pageSize: 1000 });
+  const providerServer = await provider.listen(0, '127.0.0.1');
+  onCleanup('reference provider', () => providerServer.close());
+
+  const bench = await createBenchDatabase(process.env['DATABASE_URL']);
+  onCleanup('bench database', () => bench.dispose());
+  log(`database: ${bench.kind}${bench.databaseUrl ? ` (${new URL(bench.databaseUrl).pathname.slice(1)})` : ` (${bench.dataDir})`}`);
+
+  // 1. Seed, 2. capture, on one handle; closed before any other process opens the database.
+  const recorder = new Recorder();
+  const handle = await bench.open(recorder.record);
+  let seedSeconds: number;
+  let tenantId: string;
+  let capture: Awaited<ReturnType<typeof capturePhase>>;
+  try {
+    await migrateToLatest(handle.db);
+    const seeded = await seedTenant(handle.db, {
+      subjects: SUBJECTS,
+      providerUrl: providerServer.url,
+      progress: (n) => process.stdout.write(`\rseeding: ${n}/${SUBJECTS} subjects`),
+    });
+    seedSeconds = seeded.seconds;
+    tenantId = seeded.tenantId;
+    process.stdout.write(`\rseeded ${seeded.subjects} subjects, ${seeded.entities} entities, ${seeded.users} users in ${seeded.groups} groups in ${seeded.seconds.toFixed(1)} s\n`);
+    log('capture (app in-process, one request per scenario after a warm-up):');
+    capture = await capturePhase(handle, recorder, { subjects: SUBJECTS, providerCalls: () => provider.stats().getDataPointsCalls, explain: EXPLAIN, log });
+  } finally {
+    await handle.close();
+  }
+  if (EXPLAIN) return;
+  const { scenarios, captured } = capture;
+  const bad = [...captured.values()].filter((c) => c.status >= 300);
+  if (bad.length > 0) log(`warning: in the capture these answered an error: ${bad.map((c) => `${c.id} (${c.status})`).join(', ')}`);
+
+  // From here on this process only serves the provider and waits: off the server's core.
+  await pinSelf(LOAD_CORE);
+
+  const results = new Map<string, ScenarioResult>();
+  for (const sc of scenarios) {
+    const c = captured.get(sc.id)!;
+    results.set(sc.id, {
+      id: sc.id,
+      title: sc.title,
+      connections: sc.connections ?? CONNECTIONS,
+      reference: sc.reference,
+      service: undefined as unknown as Measured,
+      statementsPerRequest: c.statements.length,
+      statements: c.statements.map((s) => ({ kind: s.kind, tables: s.tables, sql: s.sql })),
+      ...(sc.shape ? { b1Replays: c.kept.map((s) => s.tables.join('+')) } : {}),
+      answerBytes: Buffer.byteLength(c.body),
+      failures: 0,
+    });
+  }
+
+  const loadEnv = baseEnv();
+  // Each run ends with the server drained, so no run measures the previous one's leftovers.
+  const load = async (spec: LoadSpec) => {
+    const result = await runLoad(spec, { core: LOAD_CORE, repoRoot: REPO, workDir, env: loadEnv });
+    await drain(spec.url);
+    return result;
+  };
+  const specFor = (sc: Scenario, url: string, p: string, headers: Record<string, string>, extra: Partial<LoadSpec> = {}): LoadSpec => ({
+    url,
+    method: sc.method,
+    path: p,
+    headers: { ...headers, ...(sc.method === 'POST' ? { 'content-type': 'application/json' } : {}) },
+    // A variant's body is set per request by the load generator; baselines get its first one.
+    ...(sc.body !== undefined ? { body: sc.body } : sc.variant?.kind === 'pages' ? { body: JSON.stringify({ query: sc.variant.query, variables: { after: sc.variant.cursors[0] } }) } : {}),
+    connections: sc.connections ?? CONNECTIONS,
+    durationSec: DURATION,
+    warmupSec: WARMUP,
+    checkGraphqlErrors: sc.graphql,
+    ...extra,
+  });
+
+  // 3. Baselines: B0 (fixed answers) then B1 (same data statements), each its own process on core 0.
+  const baselineSpec: BaselineSpec = {
+    tenantId,
+    scenarios: Object.fromEntries(
+      scenarios
+        .filter((sc) => sc.b0)
+        .map((sc) => {
+          const c = captured.get(sc.id)!;
+          return [sc.id, { body: c.body, ...(sc.shape ? { shape: sc.shape, pageSize: sc.pageSize ?? 20, statements: c.kept.map((s) => ({ sql: s.sql, parameters: [...s.parameters] })) } : {}), expected: expectedOf(c) }];
+        }),
+    ),
+  };
+  const baselineFile = path.join(workDir, 'baseline.json');
+  await writeFile(baselineFile, JSON.stringify(baselineSpec));
+  for (const mode of ['b0', 'b1'] as const) {
+    const port = await freePort();
+    const env: NodeJS.ProcessEnv = { ...baseEnv(), PORT: String(port), ...(bench.databaseUrl ? { DATABASE_URL: bench.databaseUrl } : { DATA_DIR: bench.dataDir }) };
+    log(`\n${mode.toUpperCase()}: node:http${mode === 'b1' ? ` + ${bench.kind}, replaying the data statements` : ', fixed answers'} on core ${SERVER_CORE}`);
+    const proc = spawnPinned(mode, SERVER_CORE, [process.execPath, '--import', 'tsx', path.join(REPO, 'bench/baseline-server.ts'), mode, baselineFile], {
+      cwd: REPO,
+      env,
+      logFile: path.join(workDir, `${mode}.log`),
+    });
+    const url = `http://127.0.0.1:${port}`;
+    await waitForHttp(`${url}/readyz`, proc);
+    const pid = workerNodePid(proc.pid);
+    for (const sc of scenarios) {
+      if (!sc.b0 || (mode === 'b1' && !sc.shape)) continue;
+      const r = results.get(sc.id)!;
+      if (mode === 'b1') {
+        const answer = await (await fetch(`${url}/${sc.id}`, { method: sc.method, ...(sc.body ? { body: sc.body } : {}) })).text();
+        r.b1AnswerBytes = Buffer.byteLength(answer);
+        r.b1SameData = sameData(answer, captured.get(sc.id)!.body);
+        if (!r.b1SameData) {
+          // Both answers stay in the work dir for a look (BENCH_KEEP=1).
+          await writeFile(path.join(workDir, `${sc.id}.b1.json`), answer);
+          await writeFile(path.join(workDir, `${sc.id}.service.json`), captured.get(sc.id)!.body);
+          log(`  note: B1's answer for ${sc.id} differs from the service's (${r.b1AnswerBytes} vs ${r.answerBytes} bytes)`);
+        }
+      }
+      resetPeakRss(pid);
+      const m: Measured = await load(specFor(sc, url, `/${sc.id}`, {}));
+      m.peakRssBytes = peakRss(pid);
+      r[mode] = m;
+      log(`  ${sc.id.padEnd(18)} ${m.rps.toFixed(0).padStart(7)} req/s  p50 ${m.p50} ms  p99 ${m.p99} ms${failures(m) ? `  FAILED ${failures(m)}` : ''}`);
+    }
+    await proc.stop();
+  }
+
+  // 4. The service, as `npm start` runs it.
+  const port = await freePort();
+  const serviceEnv: NodeJS.ProcessEnv = {
+    ...baseEnv(),
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    NODE_ENV: 'production',
+    LOG_LEVEL: 'warn',
+    ...(bench.databaseUrl ? { DATABASE_URL: bench.databaseUrl } : { DATA_DIR: bench.dataDir }),
+  };
+  log(`\nservice: ${start} (taskset -c ${SERVER_CORE}, NODE_ENV=production, LOG_LEVEL=warn)`);
+  const service: Spawned = spawnPinned('service', SERVER_CORE, ['sh', '-c', start], { cwd: REPO, env: serviceEnv, logFile: path.join(workDir, 'service.log') });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${url}/readyz`, service);
+  const servicePid = workerNodePid(service.pid);
+  const tokenRes = await fetch(`${url}/connect/token`, {
+    method: 'POST',
+    body: new URLSearchParams({ grant_type: 'client_credentials', tenant_key: TENANT_KEY, client_id: CLIENT.clientId, client_secret: CLIENT.clientSecret, scope: 'ServiceApi' }),
+  });
+  const token = (await tokenRes.json()) as { access_token?: string };
+  if (!token.access_token) throw new Error(`token request failed: ${tokenRes.status} ${JSON.stringify(token)}`);
+  const auth = { authorization: `Bearer ${token.access_token}` };
+
+  let halfRate: HalfRate | undefined;
+  for (const sc of scenarios) {
+    const r = results.get(sc.id)!;
+    const pages = sc.variant?.kind === 'pages' ? sc.variant.cursors.length : undefined;
+    // A cache miss gets no warm-up: it would spend pages (the hit scenario before it warmed the rest).
+    const extra: Partial<LoadSpec> = pages !== undefined ? { maxRequests: pages, warmupSec: 0 } : {};
+    if (sc.variant) extra.variant = sc.variant;
+    const calls0 = provider.stats().getDataPointsCalls;
+    resetPeakRss(servicePid);
+    const m: Measured = await load(specFor(sc, url, sc.path, auth, extra));
+    m.peakRssBytes = peakRss(servicePid);
+    const calls = provider.stats().getDataPointsCalls - calls0;
+    r.service = m;
+    r.failures = failures(m);
+    if (sc.countProviderCalls) {
+      r.providerCallsDuringLoad = calls;
+      // Under load a request cut off at the end may or may not have called the provider: the exact
+      // count comes from sequential requests, each reading pages nothing has read before.
+      if (sc.variant?.kind === 'pages') {
+        const c0 = provider.stats().getDataPointsCalls;
+        for (const after of missCheckCursors(capture.ctx.pageCursors)) {
+          const res = await fetch(`${url}${sc.path}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ query: sc.variant.query, variables: { after } }) });
+          const body = await res.text();
+          if (res.status !== 200 || body.includes('"errors":')) r.failures++;
+        }
+        r.providerCallsPerRequest = (provider.stats().getDataPointsCalls - c0) / MISS_CHECKS;
+      } else {
+        r.providerCallsPerRequest = calls / Math.max(1, m.requests);
+      }
+    }
+    log(
+      `  ${sc.id.padEnd(18)} ${m.rps.toFixed(0).padStart(7)} req/s  p50 ${m.p50} ms  p99 ${m.p99} ms  RSS ${(m.peakRssBytes / 2 ** 20).toFixed(0)} MB` +
+        (sc.countProviderCalls ? `  provider calls ${calls}${r.providerCallsPerRequest !== undefined ? ` (${r.providerCallsPerRequest.toFixed(2)} per request)` : ''}` : '') +
+        (failures(m) ? `  FAILED ${failures(m)} (${JSON.stringify(m.statusCodes)})` : '') +
+        (m.exhausted ? '  (inputs ran out)' : ''),
+    );
+    if (sc.latencyRun) {
+      const one = await load(specFor(sc, url, sc.path, auth, { connections: 1, durationSec: LATENCY_DURATION, warmupSec: Math.min(WARMUP, 0.5) }));
+      r.oneConnection = one;
+      log(`  ${''.padEnd(18)} 1 connection: p50 ${one.p50} ms  p99 ${one.p99} ms`);
+    }
+    if (sc.id === 'rest-list') {
+      // The same list at a fixed rate of half the measured maximum: the latency spread below saturation.
+      const rate = Math.max(1, Math.floor(m.rps / 2));
+      resetPeakRss(servicePid);
+      const h: Measured = await load(specFor(sc, url, sc.path, auth, { overallRate: rate }));
+      h.peakRssBytes = peakRss(servicePid);
+      halfRate = { rate, result: h };
+      log(`  ${'rest-list @ half'.padEnd(18)} ${h.rps.toFixed(0).padStart(7)} req/s  p50 ${h.p50} ms  p99 ${h.p99} ms`);
+    }
+    const reference = sc.reference === 'B1' ? r.b1 : sc.reference === 'B0' ? r.b0 : undefined;
+    if (reference && reference.rps > 0) r.ratio = m.rps / reference.rps;
+  }
+  await service.stop();
+
+  // 5. Report.
+  const cpus = os.cpus();
+  const list = [...results.values()];
+  const targets = evaluateTargets(list, halfRate, SUBJECTS);
+  const base: Omit<BenchReport, 'markdown'> = {
+    label: LABEL,
+    date: new Date().toISOString().slice(0, 10),
+    database: bench.kind,
+    machine: {
+      cpus: cpus.length,
+      cpuModel: cpus[0]?.model ?? 'unknown',
+      memoryGb: Math.round(os.totalmem() / 2 ** 30),
+      node: process.version,
+      kernel: os.release(),
+      platform: process.platform,
+      // Other work on the machine (the bench itself adds about 2): a hint of how noisy the run was.
+      loadAverage1m: { start: Math.round(loadAtStart * 100) / 100, end: Math.round(os.loadavg()[0]! * 100) / 100 },
+    },
+    commit: git(['rev-parse', 'HEAD']),
+    dirty: git(['status', '--porcelain', '--', 'src', 'db', 'package.json']) !== '',
+    startCommand: start,
+    subjects: SUBJECTS,
+    connections: CONNECTIONS,
+    durationSec: DURATION,
+    warmupSec: WARMUP,
+    latencyDurationSec: LATENCY_DURATION,
+    providerLatencyMs: PROVIDER_LATENCY_MS,
+    seedSeconds: Math.round(seedSeconds * 10) / 10,
+    runtimeSeconds: 0,
+    scenarios: list,
+    ...(halfRate ? { halfRate } : {}),
+    targets,
+  };
+  base.runtimeSeconds = Math.round((performance.now() - started) / 1000);
+  base.codeChangedDuringRun = codeState() !== treeAtStart;
+  if (base.codeChangedDuringRun) log('warning: the commit or the uncommitted changes under src/ or db/ changed during the run: the numbers may mix two versions');
+  const table = markdown(base);
+  console.log(`\n${table}\n`);
+  const file = await writeReport(path.join(REPO, 'bench/results'), { ...base, markdown: table });
+  log(`written: ${path.relative(process.cwd(), file)} (${base.runtimeSeconds} s)`);
+}
+
+/** What the service answered that B1 takes as given (a cached TotalCount, HasPreviousPage). */
+function expectedOf(c: CapturedScenario) {
+  try {
+    const body = JSON.parse(c.body) as { PageInfo?: { TotalCount?: number; HasPreviousPage?: boolean }; data?: { subjects?: { totalCount?: number } } };
+    const total = body.PageInfo?.TotalCount ?? body.data?.subjects?.totalCount;
+    const previous = body.PageInfo?.HasPreviousPage;
+    return { ...(total !== undefined ? { totalCount: total } : {}), ...(previous !== undefined ? { hasPreviousPage: previous } : {}) };
+  } catch {
+    return {};
+  }
+}
+
+try {
+  await main();
+} catch (e) {
+  if (!stoppingSignal()) console.error(`\nbench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+  process.exitCode = 1;
+} finally {
+  await runCleanups();
+}
+process.exit(process.exitCode ?? 0);
