@@ -5,7 +5,7 @@ import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '..
 import { MAX_LIST_ITEMS } from '../../rest.js';
 import { requirePermission } from '../auth/permissions.js';
 import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../structural-entity/structural-entity.service.js';
-import { loadSubjectConfig } from '../subject/subject.repository.js';
+import { cachedSubjectConfig } from '../subject/subject.repository.js';
 import { type DataPoint, POINT_TYPES, pointValueProblem } from './data-points.js';
 import {
   findDataSource,
@@ -112,7 +112,7 @@ export async function reportDataChange(ctx: Context, input: DataChangeInput): Pr
   if (sources.length === 0) throw new ForbiddenError(`The client '${clientId}' is not an inbound client of any data source.`);
   const { filter, points } = validateChange(input);
 
-  const config = await loadSubjectConfig(ctx.db, tenantId);
+  const config = await cachedSubjectConfig(ctx.db, tenantId, ctx.principal.configVersion);
   const subjectsBySource = new Map<string, string[]>();
   for (const s of sources) subjectsBySource.set(s.key, await subjectsByIdentifier(ctx.db, tenantId, s.subject_identifier, input.subjectIdentifier, config));
   if ([...subjectsBySource.values()].every((ids) => ids.length === 0)) {

@@ -1,8 +1,8 @@
-import { LRUCache } from 'lru-cache';
 import { type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../../custom-fields.js';
 import type { Db, StructuralEntityRow, StructureType } from '../../db.js';
 import { matchesTerm } from '../../search.js';
+import { configVersionCache } from '../tenant/config-version-cache.js';
 
 export type StructureTypeWithFields = StructureType & { fields: FieldDef[] };
 
@@ -36,21 +36,8 @@ export async function findStructureTypes(db: Db, tenantId: string, keys?: readon
   return [...byKey.values()];
 }
 
-// A tenant's structure types by (tenant, configuration version): only a tenant apply changes them, and it
-// bumps the version (see cachedSubjectConfig).
-const structureTypes = new LRUCache<string, Promise<Map<string, StructureTypeWithFields>>>({ max: 1000 });
-
 /** Every structure type of the tenant at `configVersion` (the principal's), loaded once per instance and version. */
-export function cachedStructureTypes(db: Db, tenantId: string, configVersion: string): Promise<Map<string, StructureTypeWithFields>> {
-  const key = `${tenantId}|${configVersion}`;
-  let types = structureTypes.get(key);
-  if (!types) {
-    types = findStructureTypes(db, tenantId).then((all) => new Map(all.map((t) => [t.key, t])));
-    structureTypes.set(key, types);
-    types.catch(() => structureTypes.delete(key));
-  }
-  return types;
-}
+export const cachedStructureTypes = configVersionCache(async (db, tenantId) => new Map((await findStructureTypes(db, tenantId)).map((t) => [t.key, t])));
 
 /** The data types a custom field key has across the tenant's structure types (for OrderBy). */
 export async function structureFieldTypes(db: Db, tenantId: string, fieldKey: string) {

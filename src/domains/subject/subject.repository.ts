@@ -4,6 +4,7 @@ import { type Expression, type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../../custom-fields.js';
 import type { Db, StructuralEntityRow, SubjectRow } from '../../db.js';
 import { matchScore, matchesTerm } from '../../search.js';
+import { configVersionCache } from '../tenant/config-version-cache.js';
 import { readDataVersion } from '../tenant/tenant.repository.js';
 import { valueRows } from './subject-values.js';
 
@@ -29,22 +30,8 @@ export async function loadSubjectConfig(db: Db, tenantId: string): Promise<Subje
   };
 }
 
-// Subject configurations by (tenant, configuration version). Every tenant apply bumps the version, so an
-// entry is never stale, only unused: a request reads the version with its principal (one statement) and
-// never the configuration itself, which would cost two.
-const configs = new LRUCache<string, Promise<SubjectConfig>>({ max: 1000 });
-
 /** The subject configuration at `configVersion` (the principal's), loaded once per instance and version. */
-export function cachedSubjectConfig(db: Db, tenantId: string, configVersion: string): Promise<SubjectConfig> {
-  const key = `${tenantId}|${configVersion}`;
-  let config = configs.get(key);
-  if (!config) {
-    config = loadSubjectConfig(db, tenantId);
-    configs.set(key, config);
-    config.catch(() => configs.delete(key));
-  }
-  return config;
-}
+export const cachedSubjectConfig = configVersionCache(loadSubjectConfig);
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const isUuid = (s: string) => UUID.test(s);
