@@ -194,7 +194,9 @@ export async function outboxStats(db: Db, tenantId: string): Promise<OutboxStats
       .select([
         'status',
         (eb) => eb.fn.countAll<string>().as('n'),
-        sql<string>`count(*) FILTER (WHERE attempts > 0)`.as('tried'),
+        // Failed at least once: an attempt in flight has counted itself but not failed yet (CI caught the
+        // count ahead of its lastError). A failure's error stays until the mail is sent.
+        sql<string>`count(*) FILTER (WHERE last_error IS NOT NULL)`.as('tried'),
         (eb) => eb.fn.min('created_at').as('oldest'),
       ])
       .where('tenant_id', '=', tenantId)
