@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createComplexityRule } from '@pothos/plugin-complexity';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { type DocumentNode, GraphQLError, Kind, type SelectionNode, type ValidationRule, getOperationAST } from 'graphql';
+import { type DocumentNode, GraphQLError, Kind, type SelectionNode, type ValidationRule, getOperationAST, specifiedRules, validate } from 'graphql';
 import { type Plugin, createYoga, maskError } from 'graphql-yoga';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
@@ -42,14 +42,24 @@ const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 /**
  * D11: depth, cost and breadth (total selections, e.g. aliased fan-out) limits, checked during validation (before execution) with the request's variables,
  * so `first: $n` costs what `first: 1000` does. The cost model is the builder's `fieldComplexity`.
+ *
+ * Validation is split (issue 8): the rules that read only the document (graphql-js's and the
+ * introspection fan-out) run once per parsed document, remembered by the DocumentNode that Yoga's parse
+ * cache hands out for the same text; only the cost rule, which reads the variables, runs per request.
  */
 function queryLimits(maxDepth: number, maxCost: number, maxBreadth: number): Plugin {
+  const byDocument = new WeakMap<DocumentNode, readonly GraphQLError[]>();
   return {
-    onValidate({ addValidationRule, context }) {
-      addValidationRule(introspectionFanOut);
+    onValidate({ context, setValidationFn }) {
       const params = (context as { params?: { variables?: Record<string, unknown>; operationName?: string } }).params;
-      addValidationRule(
-        createComplexityRule({
+      setValidationFn((schema, document, rules, typeInfo, options) => {
+        let fixed = byDocument.get(document);
+        if (!fixed) {
+          fixed = validate(schema, document, [...(rules ?? specifiedRules), introspectionFanOut], options, typeInfo);
+          byDocument.set(document, fixed);
+        }
+        if (fixed.length > 0) return fixed;
+        const limits = createComplexityRule({
           context,
           variableValues: params?.variables ?? {},
           operationName: params?.operationName ?? null,
@@ -58,8 +68,9 @@ function queryLimits(maxDepth: number, maxCost: number, maxBreadth: number): Plu
             if (result.complexity > maxCost) report(new GraphQLError(`The query cost ${result.complexity} exceeds the limit of ${maxCost}.`));
             if (result.breadth > maxBreadth) report(new GraphQLError(`The query selects ${result.breadth} fields, more than the limit of ${maxBreadth} (breadth).`));
           },
-        }),
-      );
+        });
+        return validate(schema, document, [limits], options);
+      });
     },
   };
 }
@@ -302,7 +313,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       compiledRepeatedDocuments(),
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
     ],
-    // The limits depend on the variables (first: $n), so a validation result cannot be reused by document.
+    // The limits depend on the variables (first: $n): queryLimits caches what it can itself.
     parserAndValidationCache: { validationCache: false },
   });
   const graphqlAuth = requireToken(db, tokens, ['ServiceApi']);

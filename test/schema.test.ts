@@ -193,6 +193,15 @@ describe('D11 cost limit with variables', () => {
     expect(small.body.errors).toBeUndefined();
     expect(small.body.data.structuralEntities.edges.length).toBe(2);
   });
+
+  it('the document is validated once, the cost per request: a cheap run does not let a costly one through', async () => {
+    const query = 'query($m: Int) { structuralEntities(first: $m) { edges { node { key children(first: $m) { edges { node { key children(first: $m) { edges { node { key } } } } } } } } } }';
+    for (const [m, ok] of [[2, true], [1000, false], [2, true], [1000, false]] as const) {
+      const res = await api.gql(query, { m });
+      if (ok) expect(res.body.errors).toBeUndefined();
+      else expect(res.body.errors![0]!.message).toMatch(/cost/i);
+    }
+  });
 });
 
 describe('D11 global ids of no node type', () => {
