@@ -207,7 +207,7 @@ export async function seedTenant(db: Db, opts: { subjects: number; providerUrl: 
     await db.transaction().execute(async (trx) => {
       const inserted = await trx.insertInto('subject').values(subjects).returning(['id', 'values']).execute();
       // Searchable: String fields and the ExternalId field (as the service's writeSubjectValues).
-      const rows = inserted.flatMap((s) => valueRows(tenantId, s.id, config.fields, s.values, (f) => f.dataType === 'String' || f.key === config.externalIdKey));
+      const rows = inserted.flatMap((s) => valueRows(tenantId, s.id, config.fields, s.values, (f) => f.dataType === 'String' || f.key === config.externalIdKey, config.externalIdKey));
       for (let k = 0; k < rows.length; k += 5000) await trx.insertInto('subject_value').values(rows.slice(k, k + 5000)).execute();
       await trx
         .insertInto('subject_location')

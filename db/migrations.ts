@@ -5,6 +5,7 @@ import * as m0003 from './migrations/0003_data_cache.js';
 import * as m0004 from './migrations/0004_users.js';
 import * as m0005 from './migrations/0005_portal.js';
 import * as m0006 from './migrations/0006_config_version.js';
+import * as m0007 from './migrations/0007_subject_list_key.js';
 
 /**
  * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
@@ -17,4 +18,5 @@ export const migrations: Record<string, Migration> = {
   '0004_users': m0004,
   '0005_portal': m0005,
   '0006_config_version': m0006,
+  '0007_subject_list_key': m0007,
 };

@@ -249,9 +249,12 @@ export function sortKeyOf(type: DataTypeName, v: Scalar | undefined): string {
     }
     case 'Boolean':
       return v ? '01' : '00';
-    default:
-      // Strings, user ids, and the fixed-width ISO forms of Date, Time and DateTime sort as text.
-      return `0${[...String(v)].slice(0, SORT_PREFIX).join('')}`;
+    default: {
+      // Strings, user ids, and the fixed-width ISO forms of Date, Time and DateTime sort as text. A text
+      // of at most SORT_PREFIX code units has at most that many code points: no need to split it.
+      const s = String(v);
+      return `0${s.length <= SORT_PREFIX ? s : [...s].slice(0, SORT_PREFIX).join('')}`;
+    }
   }
 }
 

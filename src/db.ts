@@ -224,6 +224,8 @@ export interface SubjectValueTable {
   value_text: string | null;
   sort_key: string | null;
   searchable: Generated<boolean>;
+  /** The subject's ExternalId sort key, on each of its rows (migration 0007: filter pages in that order). */
+  list_key: string | null;
 }
 
 export interface SubjectLocationTable {

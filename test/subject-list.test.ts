@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, type ApiResponse, type TestApp, createTenant, startApp, expectValidation } from './helpers.js';
+import { sql } from 'kysely';
+import { migrations } from '../db/migrations.js';
+import { SecretBox } from '../src/domains/data/secret-box.js';
+import { applyTenantFile } from '../src/domains/tenant/tenant.service.js';
+import { type ApiClient, type ApiResponse, type TestApp, createTenant, expectValidation, startApp, tenantConfig } from './helpers.js';
 
 // The subject list through HTTP only: GET /api/v2/subject and GraphQL subjects(...).
 // D7 (filters, SearchTerm), D6 (ordering, keyset paging, exact page flags and TotalCount), D5 (errors,
@@ -545,5 +549,100 @@ describe('the same filter through REST and GraphQL (D11)', () => {
     expect(o.body.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
     const s = await api.gql(QUERY, { term: 'x', filter: { values: [{ key: 'grade', values: ['5'] }] } });
     expect(s.body.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
+  });
+});
+
+// Issue 8: one value of a single-value field in ExternalId order is read off the filter index, whose rows
+// carry the subject's ExternalId sort key (migration 0007). The answers must be those of the general
+// path: the same value listed twice takes it (two values), so both are compared page by page.
+describe('a one-value filter in ExternalId order (issue 8: read off the filter index)', () => {
+  const f = (v: string | number) => `customFieldValueFilter.values[grade]=${v}`;
+  // ExternalIds whose code-point order differs from insertion order; grade 1 for every third subject.
+  const EXTS = Array.from({ length: 30 }, (_, i) => `E-${String((i * 7) % 30).padStart(2, '0')}${i % 4 === 0 ? 'a' : ''}`);
+  let api: ApiClient;
+  let tenant: ReturnType<typeof tenantConfig>;
+
+  beforeAll(async () => {
+    // Matched by e-mail, so a subject's ExternalId can change.
+    tenant = tenantConfig({ matchingFieldKeys: ['email'], externalIdFieldKey: 'employeeNumber', structuralEntities: ENTITIES });
+    api = await (await createTenant(app, tenant)).client();
+    for (const [i, no] of EXTS.entries()) {
+      const r = await api.post(UPSERT, {
+        CustomFieldValues: [sv('employeeNumber', 'String', no), sv('fullName', 'String', `Name ${29 - i}`), sv('email', 'String', `p${i}@example.com`), sv('grade', 'Integer', i % 3 === 0 ? 1 : 2)],
+        StructuralEntityKeys: [i % 2 === 0 ? 'sales' : 'ops'],
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+    }
+  });
+
+  /** Every ExternalId of `query`, walked with pages of `size` (forward, or backward with `back`). */
+  async function walk(query: string, size: number, back = false): Promise<string[]> {
+    let out: string[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 40; page++) {
+      const r = await list(api, [query, `${back ? 'Last' : 'First'}=${size}`, cursor && `${back ? 'Before' : 'After'}=${cursor}`].filter(Boolean).join('&'));
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      const p = r.body.PageInfo;
+      out = back ? [...ext(r), ...out] : [...out, ...ext(r)];
+      expect(p.TotalCount).toBeGreaterThanOrEqual(out.length);
+      expect(back ? p.HasNextPage : p.HasPreviousPage, `page ${page}`).toBe(page > 0);
+      if (!(back ? p.HasPreviousPage : p.HasNextPage)) {
+        expect(out).toHaveLength(p.TotalCount);
+        return out;
+      }
+      cursor = back ? p.StartCursor : p.EndCursor;
+    }
+    throw new Error('no last page');
+  }
+
+  const expected = (grade: number, pick: (i: number) => boolean = () => true) =>
+    EXTS.filter((_, i) => (i % 3 === 0 ? 1 : 2) === grade && pick(i)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+
+  it('pages forward and backward, ascending and descending, exactly as the general path does', async () => {
+    for (const grade of [1, 2]) {
+      const want = expected(grade);
+      for (const q of [f(grade), `${f(grade)}&${f(grade)}`, `${f(grade)}&OrderBy=employeeNumber`]) {
+        expect(await walk(q, 4), q).toEqual(want);
+        expect(await walk(q, 3, true), q).toEqual(want);
+        expect(await walk(`${q}&OrderDirection=Descending`, 4), q).toEqual([...want].reverse());
+      }
+      expect(await walk(`${f(grade)}&StructuralEntityKeys=sales`, 2)).toEqual(expected(grade, (i) => i % 2 === 0));
+    }
+    expect(await listed(api, f(3))).toEqual([]);
+  });
+
+  it('a cursor of one path continues on the other', async () => {
+    const want = expected(2);
+    const fast = await list(api, `${f(2)}&First=5`);
+    const general = await list(api, `${f(2)}&${f(2)}&First=5&After=${fast.body.PageInfo.EndCursor}`);
+    expect([...ext(fast), ...ext(general)]).toEqual(want.slice(0, 10));
+    const back = await list(api, `${f(2)}&First=5&After=${general.body.PageInfo.EndCursor}`);
+    expect(ext(back)).toEqual(want.slice(10, 15));
+  });
+
+  it('follows a changed ExternalId, and a tenant apply that makes another field the ExternalId', async () => {
+    // p3 (grade 1) gets the smallest ExternalId of all.
+    expect((await api.post(UPSERT, { CustomFieldValues: [sv('employeeNumber', 'String', 'A-first'), sv('fullName', 'String', 'Name 26'), sv('email', 'String', 'p3@example.com'), sv('grade', 'Integer', 1)] })).status).toBe(200);
+    const renamed = EXTS.map((e, i) => (i === 3 ? 'A-first' : e));
+    const byExt = renamed.filter((_, i) => i % 3 === 0).sort();
+    expect(await walk(f(1), 3)).toEqual(byExt);
+    expect((await walk(f(1), 3))[0]).toBe('A-first');
+
+    // fullName becomes the ExternalId: "Name 29 - i", so the order by ExternalId is by that text.
+    await applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), { tenants: [{ ...tenant, externalIdFieldKey: 'fullName' }] });
+    const names = EXTS.map((_, i) => `Name ${29 - i}`).filter((_, i) => i % 3 === 0).sort();
+    expect(await walk(f(1), 3)).toEqual(names);
+    expect(await walk(`${f(1)}&${f(1)}`, 3)).toEqual(names);
+    expect(await walk(`${f(1)}&OrderDirection=Descending`, 2)).toEqual([...names].reverse());
+  });
+
+  it('migration 0007 gives rows written before it their ExternalId sort key (down, then up)', async () => {
+    const before = await walk(f(2), 4);
+    const m = migrations['0007_subject_list_key']!;
+    await m.down(app.handle.db);
+    await m.up(app.handle.db);
+    const unset = await sql<{ n: number }>`SELECT count(*)::int AS n FROM subject_value WHERE list_key IS NULL`.execute(app.handle.db);
+    expect(unset.rows[0]!.n).toBe(0);
+    expect(await walk(f(2), 4)).toEqual(before);
   });
 });

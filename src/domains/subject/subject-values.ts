@@ -2,13 +2,17 @@ import { createHash } from 'node:crypto';
 import { type FieldDef, type Scalar, type StoredValue, readTyped, sortKeyOf, valueText } from '../../custom-fields.js';
 import type { DataTypeName, NewSubjectValue } from '../../db.js';
 
-/** The rows of `subject_value` for one subject (every field gets an ordinal-0 row, see migration 0002). */
+/**
+ * The rows of `subject_value` for one subject (every field gets an ordinal-0 row, see migration 0002),
+ * each carrying the sort key of the subject's ExternalId (`externalIdKey`) as `list_key` (migration 0007).
+ */
 export function valueRows(
   tenantId: string,
   subjectId: string,
   fields: readonly FieldDef[],
   values: Record<string, unknown>,
   searchableKey: (f: FieldDef) => boolean,
+  externalIdKey?: string,
 ): NewSubjectValue[] {
   const rows: NewSubjectValue[] = [];
   for (const f of fields) {
@@ -30,6 +34,8 @@ export function valueRows(
       });
     });
   }
+  const listKey = rows.find((r) => r.field_key === externalIdKey && r.ordinal === 0)?.sort_key ?? null;
+  for (const r of rows) r.list_key = listKey;
   return rows;
 }
 

@@ -82,7 +82,7 @@ export async function writeSubjectValues(db: Db, tenantId: string, config: Subje
   if (subjects.length === 0) return;
   await db.deleteFrom('subject_value').where('tenant_id', '=', tenantId).where('subject_id', 'in', subjects.map((s) => s.id)).execute();
   const searchable = (f: FieldDef) => f.dataType === 'String' || f.key === config.externalIdKey;
-  const rows = subjects.flatMap((s) => valueRows(tenantId, s.id, config.fields, s.values, searchable));
+  const rows = subjects.flatMap((s) => valueRows(tenantId, s.id, config.fields, s.values, searchable, config.externalIdKey));
   for (let i = 0; i < rows.length; i += 5000) await db.insertInto('subject_value').values(rows.slice(i, i + 5000)).execute();
 }
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { type ArgBuilder, createContextCache } from '@pothos/core';
 import { decodeGlobalID } from '@pothos/plugin-relay';
 import DataLoader from 'dataloader';
-import { sql } from 'kysely';
+import { type SqlBool, sql } from 'kysely';
 import { type Types, builder } from '../../builder.js';
 import { orderArgs, pageComplexity } from '../../connections.js';
 import type { Context } from '../../context.js';
@@ -165,12 +165,28 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
     ...(searchTerm ? { searchTerm } : {}),
   };
   const relevance = sort.name === '~relevance';
-  // By relevance, the matches (scored once each) drive the page; the count keeps the EXISTS form.
-  let query = subjectListQuery(ctx.db, ctx.principal.tenantId, relevance ? { ...filters, searchTerm: undefined } : filters).selectAll('s');
+  // One value of a single-value field, in ExternalId order: the value's index rows carry the subject's
+  // ExternalId sort key (migration 0007), so the page is the first rows of one index range, however
+  // many subjects match (issue 8). Same sort values and ids as the `o` join: cursors fit either path.
+  const only = values.length === 1 && values[0]!.texts.length === 1 ? values[0]! : undefined;
+  const byListKey = only && !config.byKey.get(only.key)!.isArray && orderField !== undefined && orderField === config.externalIdKey;
+  let query = subjectListQuery(
+    ctx.db,
+    ctx.principal.tenantId,
+    relevance ? { ...filters, searchTerm: undefined } : byListKey ? { ...filters, values: undefined, match: undefined } : filters,
+  ).selectAll('s');
   if (relevance) {
     query = query.innerJoin(searchMatches(ctx.db, ctx.principal.tenantId, searchTerm!).as('m'), (j) => j.onRef('m.subject_id', '=', 's.id')) as unknown as typeof query;
   }
-  if (orderField) {
+  if (byListKey) {
+    const text = only!.texts[0]!;
+    query = query
+      .innerJoin('subject_value as o', (j) =>
+        j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', only!.key),
+      )
+      .where(sql<SqlBool>`md5(o.value_text) = ${createHash('md5').update(text).digest('hex')}`)
+      .where('o.value_text', '=', text) as unknown as typeof query;
+  } else if (orderField) {
     query = query.innerJoin('subject_value as o', (j) =>
       j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', orderField).on('o.ordinal', '=', 0),
     ) as unknown as typeof query;
@@ -178,7 +194,8 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
   // A relevance cursor fits only the term that produced it.
   // Bound to the term by a digest: a cursor stays small whatever the term's length (issue 9).
   const list = relevance ? `subject~${createHash('sha256').update(searchTerm!).digest('base64url').slice(0, 16)}` : 'subject';
-  return paginate<SubjectRow>({ list, query, count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters, ctx.dataVersion), sort, args });
+  const pageSort = byListKey ? { ...sort, value: sql.ref('o.list_key') } : sort;
+  return paginate<SubjectRow>({ list, query, count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters, ctx.dataVersion), sort: pageSort, args });
 }
 
 const subjectFilterArgs = (arg: ArgBuilder<Types>) => ({
