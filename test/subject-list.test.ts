@@ -639,7 +639,7 @@ describe('a one-value filter in ExternalId order (issue 8: read off the filter i
   it('migration 0007 gives rows written before it their ExternalId sort key (down, then up)', async () => {
     const before = await walk(f(2), 4);
     const m = migrations['0007_subject_list_key']!;
-    await m.down(app.handle.db);
+    await m.down!(app.handle.db);
     await m.up(app.handle.db);
     const unset = await sql<{ n: number }>`SELECT count(*)::int AS n FROM subject_value WHERE list_key IS NULL`.execute(app.handle.db);
     expect(unset.rows[0]!.n).toBe(0);
