@@ -195,7 +195,21 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
   // Bound to the term by a digest: a cursor stays small whatever the term's length (issue 9).
   const list = relevance ? `subject~${createHash('sha256').update(searchTerm!).digest('base64url').slice(0, 16)}` : 'subject';
   const pageSort = byListKey ? { ...sort, value: sql.ref('o.list_key') } : sort;
-  return paginate<SubjectRow>({ list, query, count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters, ctx.dataVersion), sort: pageSort, args });
+  // Unfiltered and ordered by a field, the list is exactly the field's ordinal-0 rows (every subject has
+  // one per field, written with it): the probes behind a cursor need not join the subjects.
+  const unfiltered = !filters.entityKeys && !filters.values && !filters.searchTerm;
+  const probeQuery =
+    unfiltered && orderField
+      ? ctx.db.selectFrom('subject_value as o').where('o.tenant_id', '=', ctx.principal.tenantId).where('o.field_key', '=', orderField).where('o.ordinal', '=', 0)
+      : undefined;
+  return paginate<SubjectRow>({
+    list,
+    query,
+    ...(probeQuery ? { probeQuery } : {}),
+    count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters, ctx.dataVersion),
+    sort: pageSort,
+    args,
+  });
 }
 
 const subjectFilterArgs = (arg: ArgBuilder<Types>) => ({
