@@ -147,6 +147,9 @@ export interface SubjectFilters {
   searchTerm?: string | undefined;
 }
 
+/** What the filter index holds of a value (`md5(value_text)`: a value can be longer than a btree entry may be). */
+export const md5Hex = (text: string) => createHash('md5').update(text).digest('hex');
+
 /** The subjects matching the filters, as `s`; the caller orders and pages. */
 export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
   let q = db.selectFrom('subject as s').where('s.tenant_id', '=', tenantId);
@@ -182,7 +185,7 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
             .whereRef('v.tenant_id', '=', 's.tenant_id')
             .whereRef('v.subject_id', '=', 's.id')
             .where('v.field_key', '=', key)
-            .where(sql<SqlBool>`md5(v.value_text) = ANY(${texts.map((t) => createHash('md5').update(t).digest('hex'))})`)
+            .where(sql<SqlBool>`md5(v.value_text) = ANY(${texts.map(md5Hex)})`)
             .where('v.value_text', 'in', texts),
         ),
       );

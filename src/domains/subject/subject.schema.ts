@@ -21,6 +21,7 @@ import {
   findSubjectsByIds,
   isUuid,
   cachedSubjectConfig,
+  md5Hex,
   searchMatches,
   subjectListQuery,
 } from './subject.repository.js';
@@ -184,7 +185,7 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
       .innerJoin('subject_value as o', (j) =>
         j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', only!.key),
       )
-      .where(sql<SqlBool>`md5(o.value_text) = ${createHash('md5').update(text).digest('hex')}`)
+      .where(sql<SqlBool>`md5(o.value_text) = ${md5Hex(text)}`)
       .where('o.value_text', '=', text) as unknown as typeof query;
   } else if (orderField) {
     query = query.innerJoin('subject_value as o', (j) =>
