@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createComplexityRule } from '@pothos/plugin-complexity';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { type DocumentNode, GraphQLError, Kind, type SelectionNode, type ValidationRule, getOperationAST, specifiedRules, validate } from 'graphql';
+import { type DocumentNode, GraphQLError, Kind, type SelectionNode, type ValidationRule, specifiedRules, validate } from 'graphql';
 import { type Plugin, createYoga, maskError } from 'graphql-yoga';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
@@ -9,7 +9,7 @@ import { pinoHttp } from 'pino-http';
 import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
 import type { Config } from './config.js';
-import { createContext } from './context.js';
+import { createContext, dataVersionFor } from './context.js';
 import type { Context } from './context.js';
 import type { Db, Listen } from './db.js';
 import { authRoutes } from './domains/auth/auth.routes.js';
@@ -177,7 +177,7 @@ const staleDataExtension: Plugin = {
 const queryDataVersion: Plugin = {
   onExecute({ args }) {
     const ctx = args.contextValue as unknown as Context;
-    ctx.dataVersion = getOperationAST(args.document, args.operationName)?.operation === 'query' ? ctx.principal.dataVersion : undefined;
+    ctx.dataVersion = dataVersionFor(ctx.principal, args.document, args.operationName);
   },
 };
 

@@ -31,8 +31,12 @@ export interface Context {
   dataVersion: string | undefined;
 }
 
+/** Context.dataVersion of an operation: the principal's in a query, none in a mutation. */
+export function dataVersionFor(principal: Principal, document: DocumentNode | undefined, operationName?: string | null): string | undefined {
+  return document !== undefined && getOperationAST(document, operationName)?.operation === 'query' ? principal.dataVersion : undefined;
+}
+
 /** Builds the context for one request (GraphQL or a REST route executing its operation `document`). */
 export function createContext(init: Omit<Context, 'staleData' | 'dataVersion'>, document?: DocumentNode, operationName?: string | null): Context {
-  const query = document !== undefined && getOperationAST(document, operationName)?.operation === 'query';
-  return { ...init, staleData: new Map(), dataVersion: query ? init.principal.dataVersion : undefined };
+  return { ...init, staleData: new Map(), dataVersion: dataVersionFor(init.principal, document, operationName) };
 }
