@@ -237,7 +237,10 @@ async function main() {
     opened.push(peer);
     await measure('PostgreSQL cache hit (CACHE_MAX_BYTES=0)', () => read(peer.url));
     // (4) The bare provider round trip for the same identifiers.
-    const client = new ProviderClient({ timeoutMs: 10_000, retries: 0, backoffMs: 1, maxPages: 100, breakerFailures: 1000, breakerOpenMs: 1000 });
+    const client = new ProviderClient(
+      { timeoutMs: 10_000, retries: 0, backoffMs: 1, maxPages: 100, breakerFailures: 1000, breakerThreshold: 0.5, breakerWindowMs: 10_000, breakerProbeMs: 1000, breakerOpenMs: 1000 },
+      pino({ level: 'silent' }),
+    );
     const source: ProviderSource = {
       tenantId: 'bench',
       key: 'reference',

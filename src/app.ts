@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
 import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
+import { Admission } from './admission.js';
 import type { Config } from './config.js';
 import { createContext, dataVersionFor } from './context.js';
 import type { Context } from './context.js';
@@ -18,7 +19,7 @@ import { TokenService } from './domains/auth/tokens.js';
 import { DataCache } from './domains/data/data-cache.js';
 import { SecretBox } from './domains/data/secret-box.js';
 import { OutboxSender } from './domains/portal/outbox.sender.js';
-import { AppError, problem } from './errors.js';
+import { AppError, expectedErrorOf, problem } from './errors.js';
 import { graphiqlOptions } from './graphiql.js';
 import { boundedParser, graphqlRequestLimits } from './graphql-limits.js';
 import { Metrics, type PoolStats } from './metrics.js';
@@ -33,6 +34,11 @@ export interface App {
   data: DataCache;
   /** Delivers queued portal invitations (D9). */
   outbox: OutboxSender;
+  /**
+   * Starts the shutdown drain (issue 15): /readyz answers 503 from now on, so a load balancer stops
+   * sending, and every response carries `Connection: close`, so kept-alive clients reconnect elsewhere.
+   */
+  drain(): void;
   /** Stops background work (re-fetches, the invalidation listener, the outbox sender); the caller closes the database after. */
   close(): Promise<void>;
 }
@@ -64,6 +70,8 @@ function queryLimits(maxDepth: number, maxCost: number, maxBreadth: number): Plu
           variableValues: params?.variables ?? {},
           operationName: params?.operationName ?? null,
           validate: (result, report) => {
+            // The operation's cost also weighs it at admission (issue 15).
+            (context as { cost?: number }).cost = result.complexity;
             if (result.depth > maxDepth) report(new GraphQLError(`The query depth ${result.depth} exceeds the limit of ${maxDepth}.`));
             if (result.complexity > maxCost) report(new GraphQLError(`The query cost ${result.complexity} exceeds the limit of ${maxCost}.`));
             if (result.breadth > maxBreadth) report(new GraphQLError(`The query selects ${result.breadth} fields, more than the limit of ${maxBreadth} (breadth).`));
@@ -103,12 +111,17 @@ const introspectionFanOut: ValidationRule = (context) => ({
  * Expected errors carry `extensions.http.status` for the REST mapping, but Yoga would answer a whole
  * GraphQL response with the highest such status. Over GraphQL an expected error belongs to its field and
  * the response is 200 with the other fields' data (D4); the status stays visible as `extensions.status`.
+ * Except when the service could not run the operation at all (issue 15): no field has data and every
+ * error says the database is unavailable (503) or the client is over its share (429); then the response
+ * carries that status and its Retry-After, as the REST answer would.
  */
 const graphqlErrorsAnswer200: Plugin = {
   onExecutionResult({ result, setResult }) {
     if (!result || !('errors' in result) || !result.errors?.length) return;
+    const whole = wholeOperationRefusal(result);
     setResult({
       ...result,
+      ...(whole ? { extensions: { ...result.extensions, http: whole } } : {}),
       errors: result.errors.map((e) => {
         const ext = e.extensions as { http?: { status?: number } } | undefined;
         if (!ext?.http) return e;
@@ -125,6 +138,18 @@ const graphqlErrorsAnswer200: Plugin = {
     });
   },
 };
+
+const REFUSALS = new Set(['SERVICE_UNAVAILABLE', 'TOO_MANY_REQUESTS']);
+
+/** The HTTP status and headers of a result in which nothing ran because the service refused it, if so. */
+function wholeOperationRefusal(result: { data?: unknown; errors?: readonly GraphQLError[] }): { status: number; headers: Record<string, string> } | undefined {
+  const data = result.data as Record<string, unknown> | null | undefined;
+  if (data && Object.values(data).some((v) => v !== null)) return undefined;
+  const https = (result.errors ?? []).map((e) => (REFUSALS.has(e.extensions?.['code'] as string) ? (e.extensions['http'] as { status: number; headers?: Record<string, string> }) : undefined));
+  if (https.length === 0 || https.some((h) => !h)) return undefined;
+  const first = https[0]!;
+  return { status: first.status, headers: first.headers ?? {} };
+}
 
 /**
  * Every GraphQL error leaves with a code (issue 9): graphql-js's own syntax and validation errors and
@@ -147,10 +172,6 @@ const everyErrorCoded: Plugin = {
 };
 
 const ACCEPTABLE = /application\/(?:graphql-response\+)?json|application\/\*|\*\/\*|text\/event-stream/i;
-
-// PostgreSQL's query_canceled: a statement ran past DATABASE_STATEMENT_TIMEOUT_MS (issue 9).
-const STATEMENT_TIMEOUT = '57014';
-const TOO_LONG = 'The request took too long and was cancelled; narrow it (filters, page size) and retry.';
 
 /** Yoga's log arguments for pino: an Error (its original cause if wrapped) as `err`, the rest as `details`. */
 function logArgs(args: unknown[]): Record<string, unknown> {
@@ -180,6 +201,23 @@ const queryDataVersion: Plugin = {
     ctx.dataVersion = dataVersionFor(ctx.principal, args.document, args.operationName);
   },
 };
+
+/**
+ * An operation runs once admitted (issue 15): weighed by its cost from the D11 rule (queryLimits), in
+ * the tenant's and client's share of the instance. Refused, the whole operation answers 429 or 503 with
+ * Retry-After (graphqlErrorsAnswer200). Subscriptions do not pass here: they hold no database work.
+ */
+function admissionControl(admission: Admission): Plugin {
+  return {
+    onExecute({ args, setResultAndStopExecution }) {
+      const ctx = args.contextValue as unknown as Context & { cost?: number; res?: Response };
+      if (!ctx.res || !ctx.principal) return;
+      return admission.admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, ctx.cost ?? 1, ctx.res).catch((e: unknown) => {
+        setResultAndStopExecution({ errors: [e instanceof AppError ? e : new AppError(503, 'SERVICE_UNAVAILABLE', 'The request was abandoned.')] });
+      });
+    },
+  };
+}
 
 /**
  * graphql-jit for the documents a client repeats (a dashboard sends the same few): a document is compiled
@@ -214,8 +252,26 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
   const outbox = new OutboxSender(db, config, logger);
   await outbox.start(listen);
 
-  const metrics = config.METRICS ? new Metrics(poolStats) : undefined;
+  const metrics = config.METRICS ? new Metrics(poolStats, data) : undefined;
+  const admission = new Admission(
+    {
+      capacity: config.ADMISSION_CAPACITY ?? config.DATABASE_POOL_SIZE,
+      tenantShare: config.ADMISSION_TENANT_SHARE,
+      clientShare: config.ADMISSION_CLIENT_SHARE,
+      queueLimit: config.ADMISSION_QUEUE_LIMIT,
+      queueTimeoutMs: config.ADMISSION_QUEUE_TIMEOUT_MS,
+      costPerUnit: config.ADMISSION_COST_PER_UNIT,
+      rateLimit: { requests: config.RATE_LIMIT_REQUESTS, windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS },
+    },
+    metrics?.admission(),
+  );
+  metrics?.observeAdmission(admission);
+  let draining = false;
   const app = express();
+  app.use((_req, res, next) => {
+    if (draining) res.setHeader('Connection', 'close');
+    next();
+  });
   app.disable('x-powered-by');
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
@@ -271,6 +327,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     res.json({ status: 'ok' });
   });
   app.get('/readyz', (_req, res) => {
+    if (draining) return void res.status(503).type('application/problem+json').json(problem(503, String(_req.id), 'The service is shutting down.'));
     sql`select 1`.execute(db).then(
       () => res.json({ status: 'ok' }),
       () => res.status(503).type('application/problem+json').json(problem(503, String(_req.id), 'The database is not reachable.')),
@@ -291,17 +348,13 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     ...graphiqlOptions({ enabled: graphiql, demoDefaults: config.NODE_ENV !== 'production' }),
     landingPage: false,
     maskedErrors: {
-      // PostgreSQL cannot store U+0000 in text: such an argument is bad input, not a server error (P3).
+      // A driver error that stands for an expected one (an unavailable database, a statement time limit,
+      // text PostgreSQL cannot store) is answered as that; anything else stays masked.
       maskError: (error, message, isDev) => {
-        const original = (error as GraphQLError).originalError as { code?: string } | undefined;
-        if (original?.code === '22021' || original?.code === '22P05') {
-          return new GraphQLError('An argument holds a character that cannot be stored (U+0000).', {
-            path: (error as GraphQLError).path ?? null,
-            extensions: { code: 'BAD_REQUEST', status: 400 },
-          });
-        }
-        if (original?.code === STATEMENT_TIMEOUT) {
-          return new GraphQLError(TOO_LONG, { path: (error as GraphQLError).path ?? null, extensions: { code: 'SERVICE_UNAVAILABLE', status: 503 } });
+        const e = error as GraphQLError;
+        const expected = e.originalError instanceof AppError ? undefined : expectedErrorOf(e.originalError);
+        if (expected) {
+          return new GraphQLError(expected.message, { nodes: e.nodes ?? null, source: e.source ?? null, positions: e.positions ?? null, path: e.path ?? null, originalError: expected, extensions: expected.extensions });
         }
         return maskError(error, message, isDev);
       },
@@ -322,6 +375,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       staleDataExtension,
       queryDataVersion,
       compiledRepeatedDocuments(),
+      admissionControl(admission),
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
     ],
     // The limits depend on the variables (first: $n): queryLimits caches what it can itself.
@@ -367,7 +421,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     },
   );
 
-  app.use(restRouter({ db, tokens, schema, data, maxBodyBytes: config.MAX_BODY_BYTES }, routes));
+  app.use(restRouter({ db, tokens, schema, data, admission, maxBodyBytes: config.MAX_BODY_BYTES }, routes));
 
   // Every known path with its methods: the route table's and the service's own.
   const known = new Map<string, string[]>([
@@ -391,11 +445,12 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     let status = 500;
     let detail = 'An unexpected error occurred.';
     let errors;
-    if (err instanceof AppError) {
-      status = err.status;
-      detail = err.message;
-      errors = err.fieldErrors;
-      for (const [k, v] of Object.entries(err.headers ?? {})) res.setHeader(k, v);
+    const expected = expectedErrorOf(err);
+    if (expected) {
+      status = expected.status;
+      detail = expected.message;
+      errors = expected.fieldErrors;
+      for (const [k, v] of Object.entries(expected.headers ?? {})) res.setHeader(k, v);
     } else {
       const e = err as { type?: string; status?: number; expose?: boolean; code?: string };
       if (e.type === 'entity.too.large') {
@@ -404,9 +459,6 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       } else if (e.type === 'entity.parse.failed') {
         status = 400;
         detail = 'The request body is not valid JSON.';
-      } else if (e.code === STATEMENT_TIMEOUT) {
-        status = 503;
-        detail = TOO_LONG;
       } else if (err instanceof URIError) {
         // A path parameter that is not valid percent-encoding (`%zz`, an encoded lone surrogate).
         status = 400;
@@ -432,6 +484,9 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     tokens,
     data,
     outbox,
+    drain: () => {
+      draining = true;
+    },
     close: async () => {
       await outbox.close();
       await data.close();

@@ -15,6 +15,26 @@ const envSchema = z
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
     /** PostgreSQL only: a statement running longer is cancelled (503); 0 = no limit. */
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
+    /** PostgreSQL only: how long a request waits for a pool connection (or a new one to open) before it answers 503. */
+    DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+    /** PostgreSQL only: how long start-up waits for the database (retrying with backoff) before it gives up. */
+    STARTUP_TIMEOUT_MS: z.coerce.number().int().min(0).default(120_000),
+    /**
+     * Admission control (issue 15): units of database work one instance runs at once (default: the pool
+     * size); a tenant, and a client, may hold at most this share of them; requests past that wait, fairly
+     * across tenants, in a queue of at most ADMISSION_QUEUE_LIMIT per tenant for at most
+     * ADMISSION_QUEUE_TIMEOUT_MS, else 429 with Retry-After.
+     */
+    ADMISSION_CAPACITY: z.coerce.number().int().min(1).max(10_000).optional(),
+    ADMISSION_TENANT_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
+    ADMISSION_CLIENT_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
+    ADMISSION_QUEUE_LIMIT: z.coerce.number().int().min(0).max(100_000).default(32),
+    ADMISSION_QUEUE_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
+    /** GraphQL cost (the D11 cost rule's) that weighs one unit of admission; a search costs 2,000. */
+    ADMISSION_COST_PER_UNIT: z.coerce.number().int().min(1).default(1_000),
+    /** Optional request-rate limit per client: at most RATE_LIMIT_REQUESTS per RATE_LIMIT_WINDOW_SECONDS (0: off). */
+    RATE_LIMIT_REQUESTS: z.coerce.number().int().min(0).default(0),
+    RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
     DATA_DIR: z.string().min(1).default('./.data'),
     TENANT_CONFIG: z.string().min(1).optional(),
     TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86400).default(3600),
@@ -26,6 +46,9 @@ const envSchema = z
     GRAPHQL_MAX_COST: z.coerce.number().int().min(100).default(50000),
     GRAPHQL_MAX_BREADTH: z.coerce.number().int().min(50).default(1000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** On SIGTERM: /readyz answers 503 and responses carry `Connection: close` for this long before the listener closes. */
+    SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
+    /** After the drain: in-flight requests get this long to finish before connections are cut. */
     SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10000),
     GRAPHIQL: bool.optional(),
     /** Serve Prometheus metrics on GET /metrics (no token). */
@@ -41,8 +64,15 @@ const envSchema = z
     PROVIDER_BATCH_SIZE: z.coerce.number().int().min(1).max(1000).default(100),
     /** Pages followed per provider call before the answer counts as a failure (a provider looping). */
     PROVIDER_MAX_PAGES: z.coerce.number().int().min(1).max(10_000).default(100),
-    /** Consecutive failures of one data source that open its circuit, and how long it stays open. */
+    /**
+     * A data source's circuit opens when, within PROVIDER_BREAKER_WINDOW_MS, at least
+     * PROVIDER_BREAKER_FAILURES calls were made and PROVIDER_BREAKER_THRESHOLD of them failed. It probes
+     * after PROVIDER_BREAKER_PROBE_MS, a delay doubled while probes fail, up to PROVIDER_BREAKER_OPEN_MS.
+     */
     PROVIDER_BREAKER_FAILURES: z.coerce.number().int().min(1).default(5),
+    PROVIDER_BREAKER_THRESHOLD: z.coerce.number().gt(0).max(1).default(0.5),
+    PROVIDER_BREAKER_WINDOW_MS: z.coerce.number().int().min(100).max(3_600_000).default(10_000),
+    PROVIDER_BREAKER_PROBE_MS: z.coerce.number().int().min(0).max(3_600_000).default(1_000),
     PROVIDER_BREAKER_OPEN_MS: z.coerce.number().int().min(0).default(30_000),
     /** Provider calls in flight at once for background re-fetches (per instance). */
     PROVIDER_REFETCH_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),

@@ -15,12 +15,15 @@ import {
   OperationNodeTransformer,
   OperatorNode,
   PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
   PrimitiveValueListNode,
   type Selectable,
   ValueNode,
 } from 'kysely';
 import pg from 'pg';
 import { migrations } from '../db/migrations.js';
+import { expectedErrorOf, isConnectionLost } from './errors.js';
 
 // int8 (count(*), bigint ids) arrive as strings from both databases; ids stay strings, counts are
 // converted where read.
@@ -316,7 +319,9 @@ export interface DatabaseOptions {
   poolSize?: number;
   /** PostgreSQL: statements running longer are cancelled (SQLSTATE 57014); 0 or absent: no limit. */
   statementTimeoutMs?: number | undefined;
-  /** An idle pooled connection failed (server restart, terminated backend); the pool replaces it. */
+  /** PostgreSQL: how long a checkout waits for a pool connection, or a new connection to open (then 503). */
+  connectTimeoutMs?: number | undefined;
+  /** A pooled connection failed (server restart, terminated backend), idle or in use; the pool replaces it. */
   onPoolError?: (error: Error) => void;
   /** Called with every executed statement (debugging, EXPLAIN evidence in docs and benches). */
   onQuery?: (sql: string, parameters: readonly unknown[], ms: number) => void;
@@ -352,6 +357,60 @@ const arrayParameters: KyselyPlugin = {
   transformResult: async (args) => args.result,
 };
 
+
+// A statement that only reads: a plain SELECT, not locking rows, not calling functions that write.
+const READ_ONLY = /^\s*select\b/i;
+const WRITES = /\b(insert|update|delete|merge|for\s+(no\s+key\s+)?update|for\s+(key\s+)?share|nextval|setval|pg_notify|pg_advisory)/i;
+const TRANSACTION_START = /^\s*(begin|start\s+transaction)\b/i;
+const TRANSACTION_END = /^\s*(commit|rollback|end|abort)\s*$/i;
+
+/**
+ * The pool as Kysely sees it (issue 15): driver errors leave as the service's expected errors (an
+ * unavailable database is a ServiceUnavailableError, 503; see errors.ts), and a read-only statement
+ * outside a transaction whose connection died under it (a terminated backend, a restart) runs once more
+ * on a fresh connection. A write, or anything inside a transaction, is never re-run: it may have committed.
+ */
+function resilient(pool: pg.Pool): PostgresPool {
+  // Kysely keys its connections by the client object: one stable wrapper per pg client.
+  const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+  const fail = (e: unknown): never => {
+    throw expectedErrorOf(e) ?? e;
+  };
+  const wrap = (client: pg.PoolClient): PostgresPoolClient => {
+    let inTransaction = false;
+    return {
+      // Kysely passes a cursor only for streamed queries, which the service does not use.
+      query: (async (text: string, parameters: readonly unknown[]) => {
+        if (TRANSACTION_START.test(text)) inTransaction = true;
+        else if (TRANSACTION_END.test(text)) inTransaction = false;
+        try {
+          return await client.query(text, parameters as unknown[]);
+        } catch (e) {
+          if (inTransaction || !isConnectionLost(e) || !READ_ONLY.test(text) || WRITES.test(text)) return fail(e);
+          const fresh = await pool.connect().catch(fail);
+          try {
+            return await fresh.query(text, parameters as unknown[]);
+          } catch (again) {
+            return fail(again);
+          } finally {
+            fresh.release();
+          }
+        }
+      }) as unknown as PostgresPoolClient['query'],
+      release: () => client.release(),
+    };
+  };
+  return {
+    async connect() {
+      const client = await pool.connect().catch(fail);
+      let w = wrappers.get(client);
+      if (!w) wrappers.set(client, (w = wrap(client)));
+      return w;
+    },
+    end: () => pool.end(),
+  };
+}
+
 /**
  * Opens PostgreSQL when a URL is given, else PGlite in `dataDir` through its node-postgres bridge, so one
  * PostgresDialect (and the same SQL) serves both.
@@ -359,10 +418,23 @@ const arrayParameters: KyselyPlugin = {
 export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandle> {
   if (opts.databaseUrl) {
     const timeout = opts.statementTimeoutMs ? ` -c statement_timeout=${Math.floor(opts.statementTimeoutMs)}` : '';
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10, options: `-c ${SEARCH_THRESHOLD}${timeout}` });
-    // Without a listener, an error on an idle client is an unhandled 'error' event: the process dies.
+    const pool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      // Named, so operators (and the fault tests) can find the service's sessions in pg_stat_activity.
+      application_name: 'ssdi',
+      max: opts.poolSize ?? 10,
+      options: `-c ${SEARCH_THRESHOLD}${timeout}`,
+      // Without a bound, a checkout waits forever for a pool that cannot connect: the request must fail (503).
+      connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
+      keepAlive: true,
+    });
+    // pg-pool listens for errors on idle clients only and removes its listener while a client is checked
+    // out (brianc/node-postgres#2762): a backend terminated under a request would be an unhandled 'error'
+    // event that ends the process. Every client gets a listener of its own for its whole life; the query
+    // in flight fails on its own, and pg-pool drops the dead client when it is released.
+    pool.on('connect', (client) => client.on('error', () => {}));
     pool.on('error', (e) => opts.onPoolError?.(e));
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), plugins: [arrayParameters], ...logOption(opts) });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: resilient(pool) }), plugins: [arrayParameters], ...logOption(opts) });
     const url = opts.databaseUrl;
     return { db, kind: 'postgres', listen: (channel, handlers) => listenPostgres(url, channel, handlers), poolStats: () => statsOf(pool), close: () => db.destroy() };
   }
@@ -434,6 +506,9 @@ export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'on
   // One connection for the life of the instance: a session setting holds for every query.
   await pglite.exec(`SET ${SEARCH_THRESHOLD.replace('=', ' = ')}`);
   const pool = new pg.Pool(createPgConfig(pglite) as pg.PoolConfig);
+  // The plain pool: one in-process connection cannot be lost, and wrapping the bridge's pool (even with a
+  // pass-through) broke its protocol emulation under concurrency ("unexpected parseComplete" in the
+  // two-instance outbox test; cause not found). Its errors are mapped where answers are made (expectedErrorOf).
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), plugins: [arrayParameters], ...logOption(opts) });
   return {
     db,
@@ -524,13 +599,15 @@ function statsOf(pool: pg.Pool) {
   return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
 }
 
-/** Runs pending migrations; throws with the failing migration's name. */
+/** Runs pending migrations; throws naming the failing migration, with the driver's error as `cause`. */
 export async function migrateToLatest(db: Db): Promise<string[]> {
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error) {
-    throw new Error(`Migration ${failed?.migrationName ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);
+    const why = error instanceof Error ? error.message : String(error);
+    // No failed migration: the migrator could not start (no connection, the migration lock).
+    throw new Error(failed ? `Migration ${failed.migrationName} failed: ${why}` : `Migrating the database failed before any migration ran: ${why}`, { cause: error });
   }
   return (results ?? []).map((r) => r.migrationName);
 }

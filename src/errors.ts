@@ -12,6 +12,8 @@ export type ErrorCode =
   | 'PAYLOAD_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'PROVIDER_UNAVAILABLE'
+  | 'TOO_MANY_REQUESTS'
+  | 'SERVICE_UNAVAILABLE'
   | 'INTERNAL_SERVER_ERROR';
 
 const TITLES: Record<number, string> = {
@@ -24,6 +26,7 @@ const TITLES: Record<number, string> = {
   409: 'Conflict',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
+  429: 'Too Many Requests',
   500: 'Internal Server Error',
   502: 'Bad Gateway',
   503: 'Service Unavailable',
@@ -96,6 +99,81 @@ export class ProviderUnavailableError extends AppError {
   }
 }
 
+/** Seconds a client is told to wait (`Retry-After`) when the database is unavailable. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
+
+/**
+ * The database cannot serve the request now (refused, dropped, starting up, shutting down, no pool
+ * connection in time, or a statement cancelled by its time limit): 503 with Retry-After (issue 15).
+ */
+export class ServiceUnavailableError extends AppError {
+  /** @param cause the driver's error, for logs only (never in an answer). */
+  constructor(message = 'The database is unavailable; retry shortly.', cause?: unknown) {
+    super(503, 'SERVICE_UNAVAILABLE', message, { headers: { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } });
+    if (cause !== undefined) this.cause = cause;
+  }
+}
+
+/** Over this tenant's or client's share of the instance (admission control, issue 15): 429 with Retry-After. */
+export class TooManyRequestsError extends AppError {
+  constructor(message: string, headers: Record<string, string>) {
+    super(429, 'TOO_MANY_REQUESTS', message, { headers });
+  }
+}
+
+// SQLSTATEs of a database that is away or going (class 08 connection exceptions, 57P01 admin shutdown
+// or a terminated backend, 57P02 crash shutdown, 57P03 starting up, 53300 too many connections).
+const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '08007', '57P01', '57P02', '57P03', '53300']);
+// Socket errors of the driver, and pg / pg-pool messages that carry no code.
+const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNABORTED']);
+const UNAVAILABLE_MESSAGES = [
+  'Connection terminated',
+  'timeout exceeded when trying to connect',
+  'Client has encountered a connection error and is not queryable',
+  'Cannot use a pool after calling end on the pool',
+  'Client was closed and is not queryable',
+  'Query read timeout',
+];
+
+/** PostgreSQL's query_canceled: a statement ran past DATABASE_STATEMENT_TIMEOUT_MS. */
+export const STATEMENT_TIMEOUT = '57014';
+
+/**
+ * Whether an error means the database is unavailable rather than that the request was wrong or the
+ * service is broken (issue 15): the one list of such errors, read by the driver wrapper and the maps.
+ */
+export function isDatabaseUnavailable(e: unknown): boolean {
+  if (e instanceof ServiceUnavailableError) return true;
+  const err = e as { code?: unknown; message?: unknown; errors?: unknown } | null;
+  if (!err || typeof err !== 'object') return false;
+  if (typeof err.code === 'string' && (UNAVAILABLE_SQLSTATES.has(err.code) || UNAVAILABLE_ERRNOS.has(err.code))) return true;
+  if (typeof err.message === 'string' && UNAVAILABLE_MESSAGES.some((m) => (err.message as string).startsWith(m))) return true;
+  // Node reports a refused connection to a name with several addresses as an AggregateError.
+  return Array.isArray(err.errors) && err.errors.length > 0 && err.errors.every(isDatabaseUnavailable);
+}
+
+/** Whether the connection a statement ran on died under it (the statement may be retried elsewhere if it only read). */
+export function isConnectionLost(e: unknown): boolean {
+  const err = e as { code?: unknown; message?: unknown } | null;
+  if (!err || typeof err !== 'object') return false;
+  if (err.code === '57P01' || err.code === '57P02' || err.code === 'ECONNRESET' || err.code === 'EPIPE') return true;
+  return typeof err.message === 'string' && (err.message.startsWith('Connection terminated') || err.message.startsWith('Client has encountered a connection error'));
+}
+
+/**
+ * The expected error an unexpected one stands for, if any: an unavailable database or a statement time
+ * limit (503), text PostgreSQL cannot store (400). The one map from driver errors to answers.
+ */
+export function expectedErrorOf(e: unknown): AppError | undefined {
+  if (e instanceof AppError) return e;
+  const code = (e as { code?: unknown } | null)?.code;
+  if (code === STATEMENT_TIMEOUT) return new ServiceUnavailableError('The request took too long and was cancelled; narrow it (filters, page size) and retry.', e);
+  // PostgreSQL cannot store U+0000 in text: such an argument is bad input, not a server error (P3).
+  if (code === '22021' || code === '22P05') return new AppError(400, 'BAD_REQUEST', 'An argument holds a character that cannot be stored (U+0000).');
+  if (isDatabaseUnavailable(e)) return new ServiceUnavailableError(undefined, e);
+  return undefined;
+}
+
 /** Collects field errors so a request reports every problem at once, then throws them together. */
 export class ErrorCollector {
   readonly errors: FieldErrors = {};
@@ -127,7 +205,8 @@ const RFC9110: Record<number, string> = {
 /** RFC 9457 body for a status. Only an AppError's own message reaches `detail`, never an unexpected one's. */
 export function problem(status: number, traceId: string, detail?: string, errors?: FieldErrors): Problem {
   return {
-    type: `https://tools.ietf.org/html/rfc9110#section-${RFC9110[status] ?? '15'}`,
+    // 429 is defined by RFC 6585, not RFC 9110.
+    type: status === 429 ? 'https://www.rfc-editor.org/rfc/rfc6585#section-4' : `https://tools.ietf.org/html/rfc9110#section-${RFC9110[status] ?? '15'}`,
     title: TITLES[status] ?? 'Error',
     status,
     ...(detail !== undefined ? { detail } : {}),

@@ -6,14 +6,27 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** Connections of the database pool, read when scraped. */
 export type PoolStats = () => { total: number; idle: number; waiting: number };
 
+/** Data sources' circuit states, read when scraped. */
+export interface BreakerStates {
+  providerBreakerStates(): { tenantId: string; dataSource: string; state: 'closed' | 'open' | 'half_open' | 'isolated' }[];
+}
+
+/** Admission's units in use and waiting requests per tenant, read when scraped. */
+export interface AdmissionState {
+  snapshot(): { inFlight: number; tenants: Record<string, { inFlight: number; waiting: number }> };
+}
+
+const BREAKER_STATES = ['closed', 'half_open', 'open', 'isolated'] as const;
+
 /** Distinct GraphQL operation names kept as label values; clients choose names, so their number is bounded. */
 const MAX_OPERATION_NAMES = 200;
 
 /**
  * The service's Prometheus metrics (issue 10): HTTP requests by route template and status, GraphQL
- * operations by name and outcome, database pool use, and the process defaults. One registry per app, so
- * several apps in one process (tests) do not collide. No tenant or client labels: their number is
- * unbounded.
+ * operations by name and outcome, database pool use, admission per tenant, data sources' circuits, and
+ * the process defaults. One registry per app, so several apps in one process (tests) do not collide. No
+ * client labels (clients choose operation names, and there may be many); tenant labels only where
+ * fairness between tenants is the point (admission), their number being the operator's.
  */
 export class Metrics {
   readonly registry = new Registry();
@@ -22,7 +35,9 @@ export class Metrics {
   private readonly operations: Counter<'operation' | 'outcome'>;
   private readonly names = new Set<string>();
 
-  constructor(poolStats?: PoolStats) {
+  private readonly admissions: Counter<'tenant' | 'outcome'>;
+
+  constructor(poolStats?: PoolStats, breakers?: BreakerStates) {
     collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
     this.requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests by route template and status.', labelNames: ['method', 'route', 'status'], registers });
@@ -34,6 +49,26 @@ export class Metrics {
       registers,
     });
     this.operations = new Counter({ name: 'graphql_operations_total', help: 'GraphQL operations by name and outcome (ok, error).', labelNames: ['operation', 'outcome'], registers });
+    this.admissions = new Counter({
+      name: 'admission_requests_total',
+      help: 'Requests at admission control by tenant and outcome (admitted, queued: had to wait, refused: 429 or 503).',
+      labelNames: ['tenant', 'outcome'],
+      registers,
+    });
+    if (breakers) {
+      new Gauge({
+        name: 'provider_circuit_state',
+        help: 'Data sources\' circuit breakers: 1 for the state each is in (closed, half_open, open, isolated).',
+        labelNames: ['tenant_id', 'data_source', 'state'],
+        registers,
+        collect() {
+          this.reset();
+          for (const b of breakers.providerBreakerStates()) {
+            for (const state of BREAKER_STATES) this.set({ tenant_id: b.tenantId, data_source: b.dataSource, state }, b.state === state ? 1 : 0);
+          }
+        },
+      });
+    }
     if (poolStats) {
       new Gauge({
         name: 'db_pool_connections',
@@ -48,6 +83,36 @@ export class Metrics {
         },
       });
     }
+  }
+
+  /** Admission's outcome callback, counting per tenant. */
+  admission() {
+    return (tenant: string, outcome: 'admitted' | 'queued' | 'refused') => this.admissions.inc({ tenant, outcome });
+  }
+
+  /** Gauges of admission's units in use and waiting requests per tenant, read when scraped. */
+  observeAdmission(state: AdmissionState): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'admission_in_flight_units',
+      help: 'Units of database work admitted and running, by tenant.',
+      labelNames: ['tenant'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [tenant, t] of Object.entries(state.snapshot().tenants)) this.set({ tenant }, t.inFlight);
+      },
+    });
+    new Gauge({
+      name: 'admission_waiting_requests',
+      help: 'Requests waiting for admission, by tenant.',
+      labelNames: ['tenant'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [tenant, t] of Object.entries(state.snapshot().tenants)) this.set({ tenant }, t.waiting);
+      },
+    });
   }
 
   /** Express middleware timing every request; the route is the matched template, never the raw path. */

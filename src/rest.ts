@@ -4,6 +4,8 @@ import { type ExecutionResult, type GraphQLError, type GraphQLSchema, validate }
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { complexityFromQuery } from '@pothos/plugin-complexity';
+import type { Admission } from './admission.js';
 import { createContext } from './context.js';
 import type { Db } from './db.js';
 import { requireToken } from './domains/auth/authenticate.js';
@@ -150,7 +152,7 @@ function zodErrors(error: z.ZodError, prefix: string): FieldErrors {
 const JSON_TYPES = ['application/json', 'application/*+json'];
 
 /** Builds the Express router for a route table. */
-export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQLSchema; data: DataCache; maxBodyBytes: number }, routes: readonly RouteDef[]): Router {
+export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQLSchema; data: DataCache; admission: Admission; maxBodyBytes: number }, routes: readonly RouteDef[]): Router {
   const router = Router();
   const executors = new Map<RouteDef, CompiledQuery>();
   const json = express.json({ limit: deps.maxBodyBytes, strict: false, type: JSON_TYPES });
@@ -216,10 +218,13 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
     if (Object.keys(errors).length > 0) throw new ValidationError(errors);
 
     const principal = req.principal!;
+    const variables = route.variables({ params, query, body }) as Record<string, unknown>;
+    // Weighed as the same operation sent to /graphql would be (issue 15): one cost model, one admission.
+    await deps.admission.admit({ tenant: principal.tenantKey, client: principal.clientId }, costOf(route, variables), res);
     const result: ExecutionResult = await executors.get(route)!.query(
       undefined,
       createContext({ db: deps.db, principal, requestId: String(req.id), log: req.log as Logger, data: deps.data }, route.operation),
-      route.variables({ params, query, body }) as Record<string, unknown>,
+      variables,
     );
     if (result.errors?.length) {
       // Variables the operation could not coerce (no execution happened): bad input, 400 (D5).
@@ -244,6 +249,14 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
     res.setHeader('Content-Type', 'application/json; charset=utf-8');
     res.setHeader('Content-Length', Buffer.byteLength(text));
     res.end(text);
+  }
+  /** The D11 cost of a route's operation with these variables; 1 when they do not coerce (execution reports that). */
+  function costOf(route: RouteDef, variables: Record<string, unknown>): number {
+    try {
+      return complexityFromQuery(route.operation, { schema: deps.schema, variables }).complexity;
+    } catch {
+      return 1;
+    }
   }
   return router;
 }

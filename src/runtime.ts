@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { pino, type Logger } from 'pino';
 import type { Config } from './config.js';
 import { type DatabaseHandle, migrateToLatest, openDatabase } from './db.js';
+import { isDatabaseUnavailable } from './errors.js';
 import { SecretBox } from './domains/data/secret-box.js';
 import { applyTenantFile } from './domains/tenant/tenant.service.js';
 
@@ -10,22 +11,44 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {
   return pino({ level: config.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers.cookie'] });
 }
 
-/** Opens the configured database and brings it to the latest migration. */
-export async function openMigratedDatabase(config: Config, logger?: Logger): Promise<DatabaseHandle> {
+/**
+ * Opens the configured database and brings it to the latest migration. A PostgreSQL server that is not
+ * reachable yet (starting, failing over) is waited for (issue 15): attempts with backoff, one log line
+ * each, until STARTUP_TIMEOUT_MS; a failing migration is not retried.
+ */
+export async function openMigratedDatabase(config: Config, logger?: Logger, opts: { stopping?: () => boolean } = {}): Promise<DatabaseHandle> {
   const handle = await openDatabase({
     databaseUrl: config.DATABASE_URL,
     dataDir: config.DATA_DIR,
     poolSize: config.DATABASE_POOL_SIZE,
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
-    onPoolError: (err) => logger?.warn({ err: err.message }, 'idle database connection failed; replaced'),
+    connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+    onPoolError: (err) => logger?.warn({ err: err.message }, 'database connection failed; the pool replaces it'),
   });
-  try {
-    await migrateToLatest(handle.db);
-  } catch (e) {
-    await handle.close();
-    throw e;
+  const deadline = Date.now() + config.STARTUP_TIMEOUT_MS;
+  for (let attempt = 1, delay = 250; ; attempt++, delay = Math.min(delay * 2, 5_000)) {
+    try {
+      await migrateToLatest(handle.db);
+      if (attempt > 1) logger?.info({ attempt }, 'database reachable');
+      return handle;
+    } catch (e) {
+      const waitable = handle.kind === 'postgres' && isDatabaseUnavailable((e as Error).cause);
+      const wait = Math.min(delay, deadline - Date.now());
+      if (!waitable || wait <= 0 || opts.stopping?.()) {
+        await handle.close().catch(() => {});
+        throw waitable ? new Error(`The database was not reachable within STARTUP_TIMEOUT_MS (${config.STARTUP_TIMEOUT_MS} ms): ${(e as Error).message}`) : e;
+      }
+      logger?.warn({ attempt, retryInMs: wait, err: errorText((e as Error).cause) }, 'database not reachable yet; waiting for it');
+      await new Promise((r) => setTimeout(r, wait));
+    }
   }
-  return handle;
+}
+
+/** The innermost cause's message, or its code when the message is empty (Node's AggregateError of ECONNREFUSED). */
+function errorText(e: unknown): string {
+  let err = e as { message?: string; code?: string; cause?: unknown };
+  while (err?.cause) err = err.cause as typeof err;
+  return err?.message || err?.code || String(err);
 }
 
 /** Reads and applies a tenant configuration file (D3). */

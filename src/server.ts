@@ -1,10 +1,12 @@
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import type { Server } from 'node:http';
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { buildApp } from './app.js';
+import { type App, buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import type { Logger } from 'pino';
-import type { Db } from './db.js';
+import type { Db, DatabaseHandle } from './db.js';
+import { problem } from './errors.js';
 import { upsertSubject } from './domains/subject/subject.service.js';
 import { findClientByTenantKey } from './domains/auth/auth.repository.js';
 import { verifySecret } from './domains/auth/secrets.js';
@@ -80,6 +82,17 @@ async function startDemoProvider(db: Db, logger: Logger): Promise<RunningProvide
   }
 }
 
+/** Answers while the database is awaited at start-up: alive (/healthz), not ready, nothing else yet (issue 15). */
+function startingHandler(req: IncomingMessage, res: ServerResponse): void {
+  const path = (req.url ?? '/').split('?')[0];
+  if (path === '/healthz') {
+    res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8' }).end(JSON.stringify({ status: 'ok' }));
+    return;
+  }
+  const body = JSON.stringify(problem(503, randomUUID(), 'The service is starting: it is waiting for its database.'));
+  res.writeHead(503, { 'Content-Type': 'application/problem+json; charset=utf-8', 'Retry-After': '1' }).end(body);
+}
+
 async function main(): Promise<void> {
   let config;
   try {
@@ -92,59 +105,82 @@ async function main(): Promise<void> {
     throw e;
   }
   const logger = createLogger(config);
-  const handle = await openMigratedDatabase(config, logger);
+
+  // Listening before the database is reached: an orchestrator sees a live process that is not ready yet
+  // (instead of a crash loop while PostgreSQL starts or fails over), then the app takes over.
+  let handler: (req: IncomingMessage, res: ServerResponse) => void = startingHandler;
+  const server: Server = createServer((req, res) => handler(req, res));
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+    server.listen(config.PORT, config.HOST);
+  });
+
+  let built: App | undefined;
+  let handle: DatabaseHandle | undefined;
+  let demoProvider: RunningProvider | undefined;
+  let stopping = false;
+  /**
+   * The one way out (issue 15): readiness off and `Connection: close` for SHUTDOWN_DRAIN_MS (a SIGTERM
+   * only; Ctrl-C in a terminal stops at once), then no new connections, in-flight requests finished
+   * within SHUTDOWN_TIMEOUT_MS, background work and the database closed.
+   */
+  const stop = async (reason: string, code: number): Promise<never> => {
+    if (stopping) return new Promise<never>(() => {});
+    stopping = true;
+    const drainMs = reason === 'SIGTERM' && built ? config.SHUTDOWN_DRAIN_MS : 0;
+    logger.info({ reason, drainMs }, 'shutting down: draining, then finishing in-flight requests');
+    built?.drain();
+    if (drainMs > 0) await new Promise((r) => setTimeout(r, drainMs));
+    const force = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
+    force.unref();
+    const closed = new Promise<void>((r) => server.close(() => r()));
+    server.closeIdleConnections();
+    await closed;
+    try {
+      await built?.close();
+      await demoProvider?.close();
+      await handle?.close();
+      logger.info('stopped');
+    } catch (e) {
+      logger.error({ err: e }, 'error while stopping');
+      code ||= 1;
+    }
+    process.exit(code);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM', 0));
+  process.on('SIGINT', () => void stop('SIGINT', 0));
+  // Nothing the database or a provider does may end the process by an unhandled event: a stray rejection
+  // is logged; an exception that escaped every handler leaves the state unknown, so the process stops,
+  // through the same graceful path.
+  process.on('unhandledRejection', (err) => logger.error({ err }, 'unhandled promise rejection'));
+  process.on('uncaughtException', (err) => {
+    logger.fatal({ err }, 'uncaught exception: stopping');
+    void stop('uncaughtException', 1);
+  });
+
+  handle = await openMigratedDatabase(config, logger, { stopping: () => stopping });
+  const db = handle.db;
 
   let created = false;
   if (config.TENANT_CONFIG) {
     const { tenantKeys } = await applyTenantFilePath(handle, config, config.TENANT_CONFIG);
     logger.info({ tenants: tenantKeys }, 'tenant configuration applied');
-  } else if (handle.kind === 'pglite' && !(await hasTenants(handle.db))) {
+  } else if (handle.kind === 'pglite' && !(await hasTenants(db))) {
     // D1: only an empty embedded database gets the demo tenant (and a few subjects to list).
     await applyTenantFilePath(handle, config, DEMO_FILE);
-    await seedDemo(handle.db);
+    await seedDemo(db);
     created = true;
   }
   // Printed on every start while the demo exists, so credentials are never lost to a failed first start.
-  const demo = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await demoClient(handle.db) : undefined;
+  const demo = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await demoClient(db) : undefined;
 
-  const demoProvider = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await startDemoProvider(handle.db, logger) : undefined;
-  const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen, poolStats: handle.poolStats });
-  const { app } = built;
-  const server: Server = app.listen(config.PORT, config.HOST);
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve);
-    server.once('error', reject);
-  });
+  demoProvider = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await startDemoProvider(db, logger) : undefined;
+  built = await buildApp({ config, db, logger, listen: handle.listen, poolStats: handle.poolStats });
+  if (stopping) return;
+  handler = built.app;
   logger.info({ url: config.publicUrl, database: handle.kind }, 'listening');
   if (demo) printDemo(config.publicUrl, demo, created);
-
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down: no new connections, finishing in-flight requests');
-    const force = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
-    force.unref();
-    server.close(() => {
-      built
-        .close()
-        .then(() => demoProvider?.close())
-        .then(() => handle.close())
-        .then(
-        () => {
-          logger.info('stopped');
-          process.exit(0);
-        },
-        (e: unknown) => {
-          logger.error({ err: e }, 'error closing the database');
-          process.exit(1);
-        },
-      );
-    });
-    server.closeIdleConnections();
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
 }
 
 // Prints the access token, or stops the shell line with the token endpoint's own reason.

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { type KyselyPlugin, sql } from 'kysely';
-import { pino } from 'pino';
+import { type DestinationStream, pino } from 'pino';
 import { expect, inject } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { type Config, loadConfig } from '../src/config.js';
@@ -60,15 +60,17 @@ export async function openTestDatabase(): Promise<DatabaseHandle & { url?: strin
 /**
  * Starts the real HTTP app on an ephemeral loopback port over a fresh database. The port is bound
  * before the app is built so PUBLIC_URL (the token issuer) is the address clients really use.
+ * `logStream` receives the app's log lines (at LOG_LEVEL, silent by default) instead of stdout.
  */
-export async function startApp(env: Record<string, string> = {}, opts: { plugins?: KyselyPlugin[] } = {}): Promise<TestApp> {
+export async function startApp(env: Record<string, string> = {}, opts: { plugins?: KyselyPlugin[]; logStream?: DestinationStream } = {}): Promise<TestApp> {
   const handle = await openTestDatabase();
   const appDb = (opts.plugins ?? []).reduce((db, p) => db.withPlugin(p), handle.db);
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
-  const built = await buildApp({ config, db: appDb, logger: pino({ level: config.LOG_LEVEL }), listen: handle.listen, poolStats: handle.poolStats });
+  const logger = opts.logStream ? pino({ level: config.LOG_LEVEL }, opts.logStream) : pino({ level: config.LOG_LEVEL });
+  const built = await buildApp({ config, db: appDb, logger, listen: handle.listen, poolStats: handle.poolStats });
   const { app, tokens } = built;
   server.on('request', app);
   return {

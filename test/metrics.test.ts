@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, type TestApp, type TestTenant, createTenant, startApp } from './helpers.js';
 
-// Issue 10 item 7: Prometheus metrics without a token, labelled by route template, never by tenant.
+// Issue 10 item 7: Prometheus metrics without a token, labelled by route template; by tenant only where
+// fairness between tenants is measured (issue 15: admission), never by client.
 
 let app: TestApp;
 let tenant: TestTenant;
@@ -40,8 +41,10 @@ describe('GET /metrics', () => {
     expect(m.text).toMatch(/db_pool_connections\{state="total"\} \d+/);
     expect(m.text).toMatch(/process_cpu_user_seconds_total/);
     expect(m.text).toMatch(/nodejs_heap_size_used_bytes/);
-    // No tenant or client labels, no token.
-    expect(m.text).not.toContain(tenant.key);
+    // Issue 15: admission per tenant; the tenant appears in no other series. No client labels, no token.
+    expect(m.text).toMatch(new RegExp(`admission_requests_total\\{tenant="${tenant.key}",outcome="admitted"\\} [1-9]`));
+    const withTenant = m.text.split('\n').filter((l) => l.includes(tenant.key));
+    expect(withTenant.every((l) => /^admission_\w+\{/.test(l))).toBe(true);
     expect(m.text).not.toContain('full');
   });
 

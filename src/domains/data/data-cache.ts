@@ -17,7 +17,7 @@ import {
   readCache,
   writeCache,
 } from './data.repository.js';
-import { ProviderClient, type ProviderSource } from './provider-client.js';
+import { type BreakerState, CircuitOpenError, ProviderClient, type ProviderSource } from './provider-client.js';
 import type { SecretBox } from './secret-box.js';
 import { identifierOf } from './subject-identifier.js';
 
@@ -107,14 +107,20 @@ export class DataCache {
     private readonly log: Logger,
     private readonly secrets: SecretBox,
   ) {
-    this.provider = new ProviderClient({
-      timeoutMs: config.PROVIDER_TIMEOUT_MS,
-      retries: config.PROVIDER_RETRIES,
-      backoffMs: config.PROVIDER_BACKOFF_MS,
-      maxPages: config.PROVIDER_MAX_PAGES,
-      breakerFailures: config.PROVIDER_BREAKER_FAILURES,
-      breakerOpenMs: config.PROVIDER_BREAKER_OPEN_MS,
-    });
+    this.provider = new ProviderClient(
+      {
+        timeoutMs: config.PROVIDER_TIMEOUT_MS,
+        retries: config.PROVIDER_RETRIES,
+        backoffMs: config.PROVIDER_BACKOFF_MS,
+        maxPages: config.PROVIDER_MAX_PAGES,
+        breakerFailures: config.PROVIDER_BREAKER_FAILURES,
+        breakerThreshold: config.PROVIDER_BREAKER_THRESHOLD,
+        breakerWindowMs: config.PROVIDER_BREAKER_WINDOW_MS,
+        breakerProbeMs: config.PROVIDER_BREAKER_PROBE_MS,
+        breakerOpenMs: config.PROVIDER_BREAKER_OPEN_MS,
+      },
+      log,
+    );
     this.lru =
       config.CACHE_MAX_BYTES > 0
         ? new LRUCache<string, L1Entry>({
@@ -157,6 +163,11 @@ export class DataCache {
     // The sweep stops at its next step; a provider call in it may take long, so waiting is bounded.
     await Promise.race([this.sweeping?.catch(() => {}), new Promise((r) => setTimeout(r, CLOSE_WAIT_MS).unref())]);
     await this.listener?.close();
+  }
+
+  /** The circuit state of each data source called since start (for a gauge). */
+  providerBreakerStates(): BreakerState[] {
+    return this.provider.breakerStates();
   }
 
   /** The data points of some subjects of one extract: from the LRU, then PostgreSQL, then the provider. */
@@ -249,7 +260,9 @@ export class DataCache {
     try {
       points = await this.provider.fetchAll(this.sourceOf(tenantId, extract), { key: extract.key, options: extract.options }, identifiers);
     } catch (e) {
-      this.log.warn({ extract: extract.key, dataSource: extract.source.key, subjects: identifiers.length, err: (e as Error).message }, 'data provider call failed');
+      // While a circuit is open every read is refused: its state changes are logged (by the client), not each refusal.
+      const level = e instanceof CircuitOpenError ? 'debug' : 'warn';
+      this.log[level]({ extract: extract.key, dataSource: extract.source.key, subjects: identifiers.length, err: (e as Error).message }, 'data provider call failed');
       return new Map(
         wants.map((w) => [
           w.subject.id,

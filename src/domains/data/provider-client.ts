@@ -1,18 +1,22 @@
 import {
   BrokenCircuitError,
   type CircuitBreakerPolicy,
-  ConsecutiveBreaker,
+  CircuitState,
   DelegateBackoff,
+  ExponentialBackoff,
+  type IBreaker,
   TaskCancelledError,
   TimeoutStrategy,
   circuitBreaker,
   handleAll,
   handleWhen,
+  noJitterGenerator,
   retry,
   timeout,
   wrap,
 } from 'cockatiel';
 import * as oauth from 'oauth4webapi';
+import type { Logger } from 'pino';
 import { canonicalKeys } from '../../rest.js';
 import { type DataPoint, ProviderPageSchema } from './data-points.js';
 
@@ -33,9 +37,27 @@ export interface ProviderPolicy {
   retries: number;
   backoffMs: number;
   maxPages: number;
+  /** A circuit opens when, within `breakerWindowMs`, at least `breakerFailures` calls were made and `breakerThreshold` of them failed. */
   breakerFailures: number;
+  breakerThreshold: number;
+  breakerWindowMs: number;
+  /** The first probe after opening; the delay doubles while probes fail, up to `breakerOpenMs`. */
+  breakerProbeMs: number;
   breakerOpenMs: number;
 }
+
+export interface BreakerState {
+  tenantId: string;
+  dataSource: string;
+  state: 'closed' | 'open' | 'half_open' | 'isolated';
+}
+
+const STATE_NAMES = {
+  [CircuitState.Closed]: 'closed',
+  [CircuitState.Open]: 'open',
+  [CircuitState.HalfOpen]: 'half_open',
+  [CircuitState.Isolated]: 'isolated',
+} as const satisfies Record<CircuitState, BreakerState['state']>;
 
 /** A failed provider call: `retryable` for network errors, time-outs, 429 and 5xx (D10). */
 export class ProviderError extends Error {
@@ -45,6 +67,77 @@ export class ProviderError extends Error {
     readonly retryAfterMs?: number,
   ) {
     super(message);
+  }
+}
+
+/** A call refused without reaching the provider: its circuit is open. */
+export class CircuitOpenError extends ProviderError {
+  constructor() {
+    super('The provider circuit is open: too many of its recent calls failed.', false);
+  }
+}
+
+interface Bucket {
+  slot: number;
+  calls: number;
+  failures: number;
+}
+
+const BUCKETS = 10;
+
+/**
+ * Opens when, within the last `windowMs` (in buckets of a tenth of it, so 90–100 % of it), at least
+ * `minimumCalls` calls were made and at least `threshold` of them failed.
+ *
+ * Not cockatiel's SamplingBreaker: it moves its window on by one bucket per call rather than by the time
+ * elapsed, so under sparse traffic outcomes older than the window keep counting (five failures a minute
+ * apart open a 10 s window that asks for at least 5 calls); and it takes thresholds below 1 only, compared
+ * as "more than".
+ */
+class RateBreaker implements IBreaker {
+  private buckets: Bucket[] = [];
+  private readonly bucketMs: number;
+
+  constructor(private readonly opts: { threshold: number; windowMs: number; minimumCalls: number }) {
+    this.bucketMs = Math.max(1, Math.ceil(opts.windowMs / BUCKETS));
+  }
+
+  get state(): unknown {
+    return this.buckets;
+  }
+
+  set state(value: unknown) {
+    this.buckets = value as Bucket[];
+  }
+
+  success(state: CircuitState): void {
+    // A successful probe closes the circuit: the failures that opened it are history.
+    if (state === CircuitState.HalfOpen) this.buckets = [];
+    this.record(false);
+  }
+
+  failure(state: CircuitState): boolean {
+    this.record(true);
+    if (state !== CircuitState.Closed) return true;
+    let calls = 0;
+    let failures = 0;
+    for (const b of this.buckets) {
+      calls += b.calls;
+      failures += b.failures;
+    }
+    return calls >= this.opts.minimumCalls && failures / calls >= this.opts.threshold;
+  }
+
+  private record(failed: boolean): void {
+    const slot = Math.floor(Date.now() / this.bucketMs);
+    while (this.buckets.length > 0 && this.buckets[0]!.slot <= slot - BUCKETS) this.buckets.shift();
+    let last = this.buckets.at(-1);
+    if (last?.slot !== slot) {
+      last = { slot, calls: 0, failures: 0 };
+      this.buckets.push(last);
+    }
+    last.calls++;
+    if (failed) last.failures++;
   }
 }
 
@@ -70,9 +163,17 @@ interface CachedToken {
  */
 export class ProviderClient {
   private readonly tokens = new Map<string, Promise<CachedToken>>();
-  private readonly breakers = new Map<string, CircuitBreakerPolicy>();
+  private readonly breakers = new Map<string, { tenantId: string; dataSource: string; policy: CircuitBreakerPolicy }>();
 
-  constructor(private readonly policy: ProviderPolicy) {}
+  constructor(
+    private readonly policy: ProviderPolicy,
+    private readonly log: Logger,
+  ) {}
+
+  /** The circuit state of each data source called since start. */
+  breakerStates(): BreakerState[] {
+    return [...this.breakers.values()].map(({ tenantId, dataSource, policy }) => ({ tenantId, dataSource, state: STATE_NAMES[policy.state] }));
+  }
 
   /**
    * Every data point of `subjectIdentifiers` for one extract: the first page, then each `EndCursor` until
@@ -100,11 +201,28 @@ export class ProviderClient {
 
   private breaker(source: ProviderSource): CircuitBreakerPolicy {
     const id = `${source.tenantId}\u0001${source.key}`;
-    let b = this.breakers.get(id);
-    if (!b) {
-      b = circuitBreaker(handleAll, { halfOpenAfter: this.policy.breakerOpenMs, breaker: new ConsecutiveBreaker(this.policy.breakerFailures) });
-      this.breakers.set(id, b);
-    }
+    const known = this.breakers.get(id);
+    if (known) return known.policy;
+    const p = this.policy;
+    const b = circuitBreaker(handleAll, {
+      halfOpenAfter: new ExponentialBackoff({ initialDelay: p.breakerProbeMs, maxDelay: p.breakerOpenMs, generator: noJitterGenerator }),
+      breaker: new RateBreaker({ threshold: p.breakerThreshold, windowMs: p.breakerWindowMs, minimumCalls: p.breakerFailures }),
+    });
+    const at = { tenantId: source.tenantId, dataSource: source.key };
+    // Opens since the last close: the backoff's delay is probeMs · 2^(opens − 1), capped (noJitterGenerator).
+    let opens = 0;
+    b.onBreak((reason) => {
+      opens++;
+      const probeInMs = Math.min(p.breakerOpenMs, p.breakerProbeMs * 2 ** (opens - 1));
+      // handleAll: only errors open it (or isolate(), which nothing calls).
+      this.log.warn({ ...at, reason: 'error' in reason ? reason.error.message : 'isolated', probeInMs }, 'data provider circuit opened');
+    });
+    b.onHalfOpen(() => this.log.info(at, 'data provider circuit half-open: probing'));
+    b.onReset(() => {
+      opens = 0;
+      this.log.info(at, 'data provider circuit closed');
+    });
+    this.breakers.set(id, { ...at, policy: b });
     return b;
   }
 
@@ -128,7 +246,7 @@ export class ProviderClient {
     try {
       return await wrap(retryPolicy, this.breaker(source), attemptTimeout).execute(({ signal }) => this.attempt(source, body, signal));
     } catch (e) {
-      if (e instanceof BrokenCircuitError) throw new ProviderError('The provider circuit is open after repeated failures.', false);
+      if (e instanceof BrokenCircuitError) throw new CircuitOpenError();
       if (e instanceof TaskCancelledError) throw new ProviderError(`The provider did not answer within ${timeoutMs} ms.`, true);
       throw e;
     }

@@ -1,0 +1,249 @@
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { ServiceUnavailableError, TooManyRequestsError } from './errors.js';
+
+/** Who asks: admission shares are per tenant and, within it, per client. */
+export interface Requester {
+  /** The tenant's key (it also labels the metrics: tenants are the operator's, their number bounded). */
+  tenant: string;
+  client: string;
+}
+
+export interface AdmissionOptions {
+  /** Units of database work the instance runs at once. */
+  capacity: number;
+  /** Shares (0-1] of `capacity` one tenant, and one client, may hold at once. */
+  tenantShare: number;
+  clientShare: number;
+  /** Requests of one tenant that may wait; past that, 429. */
+  queueLimit: number;
+  /** How long a request may wait for its turn before it is refused. */
+  queueTimeoutMs: number;
+  /** Query cost (the D11 cost rule's) that weighs one unit. */
+  costPerUnit: number;
+  /** Optional request-rate limit per client: `requests` per `windowSeconds` (0: off). */
+  rateLimit?: { requests: number; windowSeconds: number } | undefined;
+}
+
+/** The part of a response admission needs: headers to set, and its end (the units go back then). */
+interface ResponseLike {
+  setHeader(name: string, value: string): unknown;
+  once(event: 'close', listener: () => void): unknown;
+}
+
+/** What happened to a request at admission, by tenant (metrics). */
+export type AdmissionOutcome = 'admitted' | 'queued' | 'refused';
+
+interface Waiter {
+  client: string;
+  weight: number;
+  admit(): void;
+  timer: NodeJS.Timeout;
+}
+
+interface TenantState {
+  inFlight: number;
+  clients: Map<string, number>;
+  queue: Waiter[];
+}
+
+/**
+ * Admission control in front of the database work (issue 15). A request holds `weight` units (an
+ * expensive read, such as a search or a large GraphQL page, holds more) while it runs; the instance runs
+ * at most `capacity` units, a tenant at most its share of them, a client at most its share. A request
+ * that does not fit waits in its tenant's queue; freed units go to the waiting tenants in turn (round
+ * robin), so a tenant flooding the instance waits behind its own requests while another tenant's are
+ * served. A tenant whose queue is full, or whose request waited too long, gets 429 (it is over its share);
+ * a request of a tenant under its share that found the instance full past the wait gets 503.
+ *
+ * Per instance and in memory: several instances each hold their own units, which matches the resource
+ * they protect (each instance's own pool and event loop).
+ */
+export class Admission {
+  private readonly tenants = new Map<string, TenantState>();
+  /** Tenants with waiting requests, in turn order: the next freed units go to the first that fits. */
+  private readonly turns: string[] = [];
+  private inFlight = 0;
+  private readonly tenantMax: number;
+  private readonly clientMax: number;
+  private readonly limiter: RateLimiterMemory | undefined;
+
+  constructor(
+    private readonly opts: AdmissionOptions,
+    private readonly observe: (tenant: string, outcome: AdmissionOutcome) => void = () => {},
+  ) {
+    this.tenantMax = Math.max(1, Math.floor(opts.capacity * opts.tenantShare));
+    this.clientMax = Math.max(1, Math.min(this.tenantMax, Math.floor(opts.capacity * opts.clientShare)));
+    const rate = opts.rateLimit;
+    this.limiter = rate && rate.requests > 0 ? new RateLimiterMemory({ points: rate.requests, duration: rate.windowSeconds }) : undefined;
+  }
+
+  /** Units in use and waiting requests now, per tenant (tests, metrics). */
+  snapshot(): { inFlight: number; tenants: Record<string, { inFlight: number; waiting: number }> } {
+    const tenants: Record<string, { inFlight: number; waiting: number }> = {};
+    for (const [id, t] of this.tenants) tenants[id] = { inFlight: t.inFlight, waiting: t.queue.length };
+    return { inFlight: this.inFlight, tenants };
+  }
+
+  /**
+   * Admits one request of `cost` (the D11 cost rule's measure of the operation): the client's rate limit
+   * first, then units of work, held until the response closes. A client that goes away while waiting
+   * leaves the queue. Rejects with a 429 or 503 AppError. The one entry for REST and GraphQL alike.
+   */
+  async admit(who: Requester, cost: number, res: ResponseLike): Promise<void> {
+    const headers = await this.rate(who);
+    for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+    const gone = new AbortController();
+    let release: (() => void) | undefined;
+    res.once('close', () => {
+      gone.abort();
+      release?.();
+    });
+    release = await this.acquire(who, cost / this.opts.costPerUnit, gone.signal);
+    if (gone.signal.aborted) release();
+  }
+
+  /**
+   * Counts one request against its client's rate limit, when one is configured: the IETF RateLimit
+   * headers to send (draft-ietf-httpapi-ratelimit-headers), or a 429 carrying them and Retry-After.
+   */
+  async rate(who: Requester): Promise<Record<string, string>> {
+    if (!this.limiter || !this.opts.rateLimit) return {};
+    const { requests, windowSeconds } = this.opts.rateLimit;
+    const headers = (r: RateLimiterRes) => ({
+      'RateLimit-Policy': `"client";q=${requests};w=${windowSeconds}`,
+      RateLimit: `"client";r=${Math.max(0, r.remainingPoints)};t=${Math.ceil(r.msBeforeNext / 1000)}`,
+    });
+    try {
+      return headers(await this.limiter.consume(`${who.tenant}\u0001${who.client}`));
+    } catch (r) {
+      if (!(r instanceof RateLimiterRes)) throw r;
+      throw new TooManyRequestsError(`The client made more than ${requests} requests in ${windowSeconds} s; retry later.`, {
+        ...headers(r),
+        'Retry-After': String(Math.max(1, Math.ceil(r.msBeforeNext / 1000))),
+      });
+    }
+  }
+
+  /**
+   * Waits for `weight` units for the requester; resolves with the function that gives them back (call
+   * it exactly once, when the request is done), or rejects with a 429 or 503 AppError.
+   */
+  acquire(who: Requester, requestedWeight: number, signal?: AbortSignal): Promise<() => void> {
+    const weight = Math.max(1, Math.min(Math.ceil(requestedWeight), this.clientMax));
+    const t = this.tenant(who.tenant);
+    if (t.queue.length === 0 && this.fits(t, who.client, weight)) {
+      this.take(t, who.client, weight);
+      this.observe(who.tenant, 'admitted');
+      return Promise.resolve(this.releaser(who.tenant, who.client, weight));
+    }
+    if (t.queue.length >= this.opts.queueLimit) {
+      this.observe(who.tenant, 'refused');
+      return Promise.reject(this.refusal(t, who.client));
+    }
+    this.observe(who.tenant, 'queued');
+    return new Promise((resolve, reject) => {
+      /** Takes the waiter out of its queue (a time-out, a client gone) and fails it, unless it was admitted. */
+      const leave = (error: () => Error): void => {
+        const i = t.queue.indexOf(waiter);
+        if (i < 0) return;
+        t.queue.splice(i, 1);
+        clearTimeout(waiter.timer);
+        this.forget(who.tenant, t);
+        reject(error());
+        // It may have been what held others of its tenant back (FIFO): look again.
+        this.pump();
+      };
+      const waiter: Waiter = {
+        client: who.client,
+        weight,
+        admit: () => {
+          clearTimeout(waiter.timer);
+          this.observe(who.tenant, 'admitted');
+          resolve(this.releaser(who.tenant, who.client, weight));
+        },
+        timer: setTimeout(() => {
+          this.observe(who.tenant, 'refused');
+          leave(() => this.refusal(t, who.client));
+        }, this.opts.queueTimeoutMs),
+      };
+      t.queue.push(waiter);
+      if (t.queue.length === 1) this.turns.push(who.tenant);
+      signal?.addEventListener('abort', () => leave(() => new Error('The client went away while waiting.')), { once: true });
+    });
+  }
+
+  private tenant(id: string): TenantState {
+    let t = this.tenants.get(id);
+    if (!t) this.tenants.set(id, (t = { inFlight: 0, clients: new Map(), queue: [] }));
+    return t;
+  }
+
+  private fits(t: TenantState, client: string, weight: number): boolean {
+    return this.inFlight + weight <= this.opts.capacity && t.inFlight + weight <= this.tenantMax && (t.clients.get(client) ?? 0) + weight <= this.clientMax;
+  }
+
+  private take(t: TenantState, client: string, weight: number): void {
+    this.inFlight += weight;
+    t.inFlight += weight;
+    t.clients.set(client, (t.clients.get(client) ?? 0) + weight);
+  }
+
+  /** 429 when the tenant or client holds its share (its own load is the cause); 503 when the instance is full. */
+  private refusal(t: TenantState, client: string): Error {
+    const atShare = t.inFlight >= this.tenantMax || (t.clients.get(client) ?? 0) >= this.clientMax || t.queue.length >= this.opts.queueLimit;
+    const retryAfter = String(Math.max(1, Math.ceil(this.opts.queueTimeoutMs / 1000)));
+    if (atShare) {
+      return new TooManyRequestsError('Too many concurrent requests for this tenant or client; retry later.', { 'Retry-After': retryAfter });
+    }
+    return new ServiceUnavailableError('The service is at capacity; retry shortly.');
+  }
+
+  private releaser(tenantId: string, client: string, weight: number): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const t = this.tenant(tenantId);
+      this.inFlight -= weight;
+      t.inFlight -= weight;
+      const left = (t.clients.get(client) ?? 0) - weight;
+      if (left > 0) t.clients.set(client, left);
+      else t.clients.delete(client);
+      this.forget(tenantId, t);
+      this.pump();
+    };
+  }
+
+  /** Drops an idle tenant's state, so the map holds only tenants with work. */
+  private forget(id: string, t: TenantState): void {
+    if (t.inFlight === 0 && t.queue.length === 0) this.tenants.delete(id);
+    if (t.queue.length === 0) {
+      const i = this.turns.indexOf(id);
+      if (i >= 0) this.turns.splice(i, 1);
+    }
+  }
+
+  /**
+   * Hands freed units out: tenants take turns, each turn admitting the first request of that tenant
+   * whose client fits (FIFO per client); a tenant that was served goes to the back of the line.
+   */
+  private pump(): void {
+    let progress = true;
+    while (progress && this.turns.length > 0 && this.inFlight < this.opts.capacity) {
+      progress = false;
+      for (let i = 0; i < this.turns.length; i++) {
+        const id = this.turns[i]!;
+        const t = this.tenants.get(id)!;
+        const at = t.queue.findIndex((w) => this.fits(t, w.client, w.weight));
+        if (at < 0) continue;
+        const [w] = t.queue.splice(at, 1);
+        this.take(t, w!.client, w!.weight);
+        this.turns.splice(i, 1);
+        if (t.queue.length > 0) this.turns.push(id);
+        w!.admit();
+        progress = true;
+        break;
+      }
+    }
+  }
+}

@@ -1,0 +1,127 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type TestApp, startApp } from './helpers.js';
+import { type DataTenant, FakeProvider, createDataTenant } from './fake-provider.js';
+
+// The circuit breaker of a data source (issue 15), through GraphQL against a loopback fake provider: it
+// opens when at least PROVIDER_BREAKER_FAILURES calls within PROVIDER_BREAKER_WINDOW_MS were made and
+// PROVIDER_BREAKER_THRESHOLD of them failed, probes after PROVIDER_BREAKER_PROBE_MS (default 1 s, doubled
+// while probes fail) and logs each state change once, not each read it refuses.
+
+interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+const WARN = 40;
+const DEBUG = 20;
+const OPENED = 'data provider circuit opened';
+const HALF_OPEN = 'data provider circuit half-open: probing';
+const CLOSED = 'data provider circuit closed';
+const CALL_FAILED = 'data provider call failed';
+
+const logs: LogLine[] = [];
+let app: TestApp;
+const providers: FakeProvider[] = [];
+
+beforeAll(async () => {
+  // One attempt per call, so that a read is one call through the breaker; the probe delays are the defaults.
+  app = await startApp(
+    { LOG_LEVEL: 'debug', PROVIDER_RETRIES: '0', PROVIDER_BACKOFF_MS: '1', PROVIDER_BREAKER_WINDOW_MS: '5000' },
+    { logStream: { write: (line: string) => logs.push(JSON.parse(line) as LogLine) } },
+  );
+});
+afterAll(async () => {
+  await app?.close();
+  await Promise.all(providers.map((p) => p.close()));
+});
+
+/**
+ * A data tenant of 3 subjects on a fresh fake provider (so a circuit of its own), and its test's log
+ * lines: those logged from now on (tests run one after another).
+ */
+async function setup() {
+  const provider = await new FakeProvider().start();
+  // One page per read.
+  provider.pageSize = 100;
+  providers.push(provider);
+  const from = logs.length;
+  const t = await createDataTenant(app, provider, 3);
+  return { provider, t, lines: (msg?: string) => logs.slice(from).filter((l) => msg === undefined || l.msg === msg) };
+}
+
+/** One GraphQL read of a subject's `steps` data points (E-01 unless told): their count, or the error code. */
+async function read(t: DataTenant, subject = 'E-01'): Promise<number | string> {
+  const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }`, { id: t.subjects.get(subject) });
+  expect(r.status).toBe(200);
+  return r.body.errors?.[0]?.extensions?.code ?? r.body.data.subject.dataPoints.totalCount;
+}
+
+describe('data provider circuit breaker', () => {
+  it('stays closed after a burst of fewer failed calls than PROVIDER_BREAKER_FAILURES, all of them failing', async () => {
+    const { provider, t, lines } = await setup();
+    provider.always = { status: 503 };
+    for (let i = 0; i < 4; i++) expect(await read(t)).toBe('PROVIDER_UNAVAILABLE');
+    expect(provider.fetches()).toHaveLength(4);
+    provider.always = undefined;
+    // At once, no probe delay: the circuit never opened.
+    expect(await read(t)).toBe(3);
+    expect(provider.fetches()).toHaveLength(5);
+    expect(lines(CALL_FAILED).filter((l) => l.level === WARN)).toHaveLength(4);
+    expect(lines(OPENED)).toEqual([]);
+  });
+
+  it('opens on a burst of failures, refuses reads without a warning each, and closes 2 s after the provider recovers', async () => {
+    const { provider, t, lines } = await setup();
+    provider.always = { status: 503 };
+    for (let i = 0; i < 5; i++) expect(await read(t)).toBe('PROVIDER_UNAVAILABLE');
+    expect(provider.fetches()).toHaveLength(5);
+    expect(lines(OPENED)).toEqual([expect.objectContaining({ level: WARN, dataSource: 'wearables', reason: 'The provider answered 503.', probeInMs: 1000 })]);
+
+    // Open: refused without calling the provider, logged at debug only.
+    const refused = await Promise.all(Array.from({ length: 10 }, () => read(t)));
+    expect(refused).toEqual(Array(10).fill('PROVIDER_UNAVAILABLE'));
+    expect(provider.fetches()).toHaveLength(5);
+    const warnings = () => lines().filter((l) => l.level >= WARN).map((l) => l.msg).sort();
+    expect(warnings()).toEqual([...Array(5).fill(CALL_FAILED), OPENED].sort());
+    expect(lines(CALL_FAILED).filter((l) => l.level === DEBUG)).toHaveLength(10);
+
+    provider.always = undefined;
+    await sleep(2000);
+    expect(await read(t)).toBe(3);
+    expect(provider.fetches()).toHaveLength(6);
+    expect(lines(OPENED)).toHaveLength(1);
+    expect(lines(HALF_OPEN)).toHaveLength(1);
+    expect(lines(CLOSED)).toEqual([expect.objectContaining({ dataSource: 'wearables' })]);
+    expect(warnings()).toHaveLength(6);
+  });
+
+  it('doubles the probe delay while probes fail, and starts again from 1 s after it closed', async () => {
+    const { provider, t, lines } = await setup();
+    provider.always = { status: 503 };
+    for (let i = 0; i < 5; i++) await read(t);
+    expect(lines(OPENED).map((l) => l.probeInMs)).toEqual([1000]);
+
+    await sleep(1100);
+    // The probe reaches the provider, fails, and the circuit opens again for 2 s.
+    expect(await read(t)).toBe('PROVIDER_UNAVAILABLE');
+    expect(provider.fetches()).toHaveLength(6);
+    expect(lines(OPENED).map((l) => l.probeInMs)).toEqual([1000, 2000]);
+    await sleep(1200);
+    expect(await read(t)).toBe('PROVIDER_UNAVAILABLE');
+    expect(provider.fetches()).toHaveLength(6);
+
+    provider.always = undefined;
+    await sleep(900);
+    expect(await read(t)).toBe(3);
+    expect(lines(CLOSED)).toHaveLength(1);
+
+    // Failing again (E-02, nothing cached): the successful probe is one of the window's 5 calls, so the
+    // fourth failure opens the circuit, and the first probe is 1 s away again.
+    provider.always = { status: 503 };
+    for (let i = 0; i < 5; i++) expect(await read(t, 'E-02')).toBe('PROVIDER_UNAVAILABLE');
+    expect(provider.fetches()).toHaveLength(7 + 4);
+    expect(lines(OPENED).map((l) => l.probeInMs)).toEqual([1000, 2000, 1000]);
+  });
+});
