@@ -19,7 +19,7 @@ import { TokenService } from './domains/auth/tokens.js';
 import { DataCache } from './domains/data/data-cache.js';
 import { SecretBox } from './domains/data/secret-box.js';
 import { OutboxSender } from './domains/portal/outbox.sender.js';
-import { AppError, expectedErrorOf, problem } from './errors.js';
+import { AppError, UNAVAILABLE_RETRY_AFTER_SECONDS, expectedErrorOf, problem } from './errors.js';
 import { graphiqlOptions } from './graphiql.js';
 import { boundedParser, graphqlRequestLimits } from './graphql-limits.js';
 import { Metrics, type PoolStats } from './metrics.js';
@@ -330,7 +330,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     if (draining) return void res.status(503).type('application/problem+json').json(problem(503, String(_req.id), 'The service is shutting down.'));
     sql`select 1`.execute(db).then(
       () => res.json({ status: 'ok' }),
-      () => res.status(503).type('application/problem+json').json(problem(503, String(_req.id), 'The database is not reachable.')),
+      () => res.status(503).set('Retry-After', String(UNAVAILABLE_RETRY_AFTER_SECONDS)).type('application/problem+json').json(problem(503, String(_req.id), 'The database is not reachable.')),
     );
   });
 
@@ -394,7 +394,14 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       // Exactly Yoga's own test for rendering GraphiQL instead of executing (an Accept of text/* would
       // make Express prefer HTML while Yoga executes the query).
       if (graphiql && req.method === 'GET' && (req.headers.accept ?? '').includes('text/html')) return next();
-      graphqlAuth(req, res, next);
+      // A database that fails the token check is answered as GraphQL clients read errors (issue 15):
+      // SERVICE_UNAVAILABLE, 503 with Retry-After; other refusals of the request stay problem+json.
+      graphqlAuth(req, res, (err?: unknown) => {
+        const expected = err === undefined ? undefined : expectedErrorOf(err);
+        if (expected?.code !== 'SERVICE_UNAVAILABLE') return next(err);
+        const type = /application\/graphql-response\+json/i.test(req.headers.accept ?? '') ? 'application/graphql-response+json' : 'application/json';
+        res.status(expected.status).set(expected.headers).type(type).json({ errors: [{ message: expected.message, extensions: { code: expected.code } }] });
+      });
     },
     graphqlRequestLimits(config.MAX_BODY_BYTES),
     (req, res, next) => {

@@ -89,8 +89,9 @@ function startingHandler(req: IncomingMessage, res: ServerResponse): void {
     res.writeHead(200, { 'Content-Type': 'application/json; charset=utf-8' }).end(JSON.stringify({ status: 'ok' }));
     return;
   }
-  const body = JSON.stringify(problem(503, randomUUID(), 'The service is starting: it is waiting for its database.'));
-  res.writeHead(503, { 'Content-Type': 'application/problem+json; charset=utf-8', 'Retry-After': '1' }).end(body);
+  const id = randomUUID();
+  const body = JSON.stringify(problem(503, id, 'The service is starting: it is waiting for its database.'));
+  res.writeHead(503, { 'Content-Type': 'application/problem+json; charset=utf-8', 'Retry-After': '1', 'X-Request-Id': id }).end(body);
 }
 
 async function main(): Promise<void> {
