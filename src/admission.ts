@@ -191,10 +191,8 @@ export class Admission {
   /** 429 when the tenant or client holds its share (its own load is the cause); 503 when the instance is full. */
   private refusal(t: TenantState, client: string): Error {
     const atShare = t.inFlight >= this.tenantMax || (t.clients.get(client) ?? 0) >= this.clientMax || t.queue.length >= this.opts.queueLimit;
-    const retryAfter = String(Math.max(1, Math.ceil(this.opts.queueTimeoutMs / 1000)));
-    if (atShare) {
-      return new TooManyRequestsError('Too many concurrent requests for this tenant or client; retry later.', { 'Retry-After': retryAfter });
-    }
+    // A second: units free as fast as requests finish, and a full queue drains in about a request's time.
+    if (atShare) return new TooManyRequestsError('Too many concurrent requests for this tenant or client; retry later.', { 'Retry-After': '1' });
     return new ServiceUnavailableError('The service is at capacity; retry shortly.');
   }
 

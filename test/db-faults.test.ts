@@ -1,11 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, type ApiResponse, FULL_CLIENT, expectProblem, openTestDatabase, tenantConfig } from './helpers.js';
+import { ApiClient, type ApiResponse, FULL_CLIENT, expectProblem, freePort, openTestDatabase, tenantConfig } from './helpers.js';
 import { TcpProxy } from './tcp-proxy.js';
 
 // Issue 15: the real process (`npm start`'s command, the build global-setup made) against a PostgreSQL
@@ -40,14 +39,6 @@ const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => {});
 });
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 /** A database of this test's own (a clone of the migrated template), dropped after it. */
 async function testDatabase() {

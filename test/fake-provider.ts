@@ -156,6 +156,20 @@ export interface DataTenant {
   provider: ApiClient;
 }
 
+/** The tenant file's data source `wearables` calling `provider` (client credentials, ExternalId as identifier). */
+export function providerDataSource(provider: FakeProvider) {
+  return {
+    key: 'wearables',
+    name: 'Wearables',
+    getDataPointsUrl: provider.getDataPointsUrl,
+    tokenUrl: provider.tokenUrl,
+    clientId: 'service',
+    clientSecret: 'provider-secret',
+    scope: 'DataProviderApi',
+    subjectIdentifier: 'ExternalId',
+  };
+}
+
 /**
  * A tenant whose data source is `provider`, with extracts `steps` (metric steps, period.days 7) and `hr`
  * (metric heartRate) and `count` subjects E-01 … (ExternalId is the provider's identifier).
@@ -168,19 +182,7 @@ export async function createDataTenant(app: TestApp, provider: FakeProvider, cou
       PROVIDER_CLIENT_2,
       { clientId: 'reader', clientSecret: 'reader-client-secret', scopes: ['ServiceApi'], permissions: ['List:Subject', 'View:Subject'] },
     ],
-    dataSources: [
-      {
-        key: 'wearables',
-        name: 'Wearables',
-        getDataPointsUrl: provider.getDataPointsUrl,
-        tokenUrl: provider.tokenUrl,
-        clientId: 'service',
-        clientSecret: 'provider-secret',
-        scope: 'DataProviderApi',
-        subjectIdentifier: 'ExternalId',
-        inboundClientIds: ['provider', 'provider-2'],
-      },
-    ],
+    dataSources: [{ ...providerDataSource(provider), inboundClientIds: ['provider', 'provider-2'] }],
     dataExtracts: [
       { key: 'steps', name: 'Steps per day', dataSourceKey: 'wearables', options: { metric: 'steps', period: { days: 7 } } },
       { key: 'hr', name: 'Heart rate', dataSourceKey: 'wearables', options: { metric: 'heartRate', period: { days: 7 } } },

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { type Server, createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -283,4 +283,13 @@ export function expectValidation(res: ApiResponse, ...locations: string[]): Prob
     expect(body.errors![loc]!.length).toBeGreaterThan(0);
   }
   return body;
+}
+
+/** A loopback port free now (for a child process to listen on). */
+export async function freePort(): Promise<number> {
+  const srv = createNetServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as AddressInfo).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
 }

@@ -1,23 +1,15 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from './helpers.js';
 
 // The real process as `npm start` runs it (the build global-setup made): D1 start-up, operations, graceful shutdown.
 const run = promisify(execFile);
 const NODE = process.execPath;
 const SERVER = ['--enable-source-maps', 'dist/src/server.js'];
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 /** Environment for a child on the embedded database, whatever this test run uses. */
 function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
