@@ -28,6 +28,8 @@ export interface LoadSpec {
   maxRequests?: number;
   /** Counts 200 answers whose body holds GraphQL `errors`. */
   checkGraphqlErrors: boolean;
+  /** Counts 429 answers that carry a Retry-After header (`retryAfter429`). */
+  countRetryAfter?: boolean;
 }
 
 /** One measured run's numbers (latencies in ms). */
@@ -50,6 +52,8 @@ export interface LoadResult {
   /** The variant ran out of inputs (maxRequests reached). */
   exhausted: boolean;
   bytesPerSec: number;
+  /** 429 answers of the measured run with a Retry-After header (with `countRetryAfter`). */
+  retryAfter429?: number;
 }
 
 const [specFile, resultFile] = process.argv.slice(2);
@@ -61,6 +65,7 @@ const spec = JSON.parse(readFileSync(specFile, 'utf8')) as LoadSpec;
 
 let next = 0; // shared by the warm-up and the measured run: inputs are never reused
 let graphqlErrors = 0;
+let retryAfter429 = 0;
 let counting = false;
 const teams = LEVELS[3].count;
 
@@ -79,10 +84,13 @@ function requestOptions(): autocannon.Request {
       return r;
     };
   }
-  if (spec.checkGraphqlErrors) {
-    // GraphQL answers errors with 200: an answer with `errors` counts as failed.
-    req.onResponse = (status, body) => {
-      if (counting && status === 200 && body.includes('"errors":')) graphqlErrors++;
+  if (spec.checkGraphqlErrors || spec.countRetryAfter) {
+    req.onResponse = (status, body, _context, headers) => {
+      if (!counting) return;
+      // GraphQL answers errors with 200: an answer with `errors` counts as failed.
+      if (spec.checkGraphqlErrors && status === 200 && body.includes('"errors":')) graphqlErrors++;
+      // autocannon keeps the header names as sent.
+      if (spec.countRetryAfter && status === 429 && Object.keys(headers).some((h) => h.toLowerCase() === 'retry-after')) retryAfter429++;
     };
   }
   return req;
@@ -144,6 +152,7 @@ async function paced(durationSec: number, rate: number, measured: boolean): Prom
           if (!measured) return;
           times.push(performance.now() - due);
           statusCodes[res.statusCode ?? 0] = (statusCodes[res.statusCode ?? 0] ?? 0) + 1;
+          if (spec.countRetryAfter && res.statusCode === 429 && res.headers['retry-after'] !== undefined) retryAfter429++;
           if (spec.checkGraphqlErrors && res.statusCode === 200 && Buffer.concat(chunks).toString().includes('"errors":')) graphqlErrors++;
         });
       },
@@ -154,11 +163,15 @@ async function paced(durationSec: number, rate: number, measured: boolean): Prom
     });
     req.end(body);
   };
+  // Request k is due at start + k / rate and is sent as soon as that time has come. (Until 2026-11-24
+  // the loop sent request k only once floor(elapsed × rate) exceeded k: a whole period after it was due,
+  // which every latency included.)
+  const total = Math.ceil(durationSec * rate);
+  const dueAt = (k: number) => start + (k * 1000) / rate;
   await new Promise<void>((resolve) => {
     const tick = () => {
       const now = performance.now();
-      const due = Math.min(now, end);
-      while (issued < Math.floor(((due - start) / 1000) * rate)) send(start + (issued++ * 1000) / rate);
+      while (issued < total && dueAt(issued) <= now) send(dueAt(issued++));
       if (now < end) setTimeout(tick, 1);
       else resolve();
     };
@@ -214,6 +227,7 @@ const result: LoadResult = {
   variantUsed: next,
   exhausted: spec.maxRequests !== undefined && next >= spec.maxRequests,
   bytesPerSec,
+  ...(spec.countRetryAfter ? { retryAfter429 } : {}),
 };
 writeFileSync(resultFile, JSON.stringify(result));
 process.exit(0);

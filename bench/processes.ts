@@ -5,7 +5,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { openSync, closeSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 type Cleanup = { name: string; run: () => Promise<void> | void };
@@ -35,6 +38,31 @@ export function runCleanups(): Promise<void> {
     }
   })();
   return cleaning;
+}
+
+/**
+ * Runs an entry point's `main` with the signal handlers installed, prints its error (unless a signal is
+ * stopping it), runs every cleanup, and exits (1 on error).
+ */
+export async function runMain(name: string, main: () => Promise<void>): Promise<never> {
+  installSignalHandlers();
+  try {
+    await main();
+  } catch (e) {
+    if (!stoppingSignal()) console.error(`\n${name} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+    process.exitCode = 1;
+  } finally {
+    await runCleanups();
+  }
+  process.exit(process.exitCode ?? 0);
+}
+
+/** A new temp dir for a run's logs and specs, removed at the end unless BENCH_KEEP is set. */
+export async function makeWorkDir(prefix: string, log: (line: string) => void): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
+  if (process.env['BENCH_KEEP']) log(`work dir (kept: BENCH_KEEP): ${dir}`);
+  else onCleanup('work dir', () => rm(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 let stoppedBy: NodeJS.Signals | undefined;
@@ -176,14 +204,14 @@ export async function drain(baseUrl: string, timeoutMs = 180_000): Promise<void>
 export function descendants(pid: number): number[] {
   const out: number[] = [];
   const visit = (p: number) => {
-    let tids: string[] = [];
+    let tids: string[];
     try {
       tids = readdirSync(`/proc/${p}/task`);
     } catch {
       return;
     }
     for (const tid of tids) {
-      let children = '';
+      let children: string;
       try {
         children = readFileSync(`/proc/${p}/task/${tid}/children`, 'utf8');
       } catch {

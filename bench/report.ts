@@ -3,8 +3,10 @@
  * and the JSON file in bench/results/.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import type { LoadResult } from './load.js';
+import type { NoisyNeighbourResult } from './noisy-neighbour.js';
 
 export interface Measured extends LoadResult {
   /** VmHWM of the process under test during this run (warm-up included), bytes. */
@@ -50,11 +52,36 @@ export interface Target {
   holds: boolean | undefined;
 }
 
+export interface Machine {
+  cpus: number;
+  cpuModel: string;
+  memoryGb: number;
+  node: string;
+  kernel: string;
+  platform: string;
+  loadAverage1m: { start: number; end: number };
+}
+
+/** The machine facts of a report; `loadAtStart` is the 1-minute load average when the run began. */
+export function machineFacts(loadAtStart: number): Machine {
+  const cpus = os.cpus();
+  return {
+    cpus: cpus.length,
+    cpuModel: cpus[0]?.model ?? 'unknown',
+    memoryGb: Math.round(os.totalmem() / 2 ** 30),
+    node: process.version,
+    kernel: os.release(),
+    platform: process.platform,
+    // Other work on the machine (the bench itself adds about 2): a hint of how noisy the run was.
+    loadAverage1m: { start: Math.round(loadAtStart * 100) / 100, end: Math.round(os.loadavg()[0]! * 100) / 100 },
+  };
+}
+
 export interface BenchReport {
   label: string | undefined;
   date: string;
   database: 'pglite' | 'postgres';
-  machine: { cpus: number; cpuModel: string; memoryGb: number; node: string; kernel: string; platform: string; loadAverage1m: { start: number; end: number } };
+  machine: Machine;
   commit: string;
   /** Uncommitted changes under src/, db/ or package.json at the end of the run. */
   dirty: boolean;
@@ -72,6 +99,10 @@ export interface BenchReport {
   scenarios: ScenarioResult[];
   halfRate?: HalfRate;
   targets: Target[];
+  /** The noisy-neighbour scenario (two tenants on their own database), run after the others. */
+  noisyNeighbour?: NoisyNeighbourResult;
+  /** Why the noisy-neighbour scenario has no numbers, when it failed. */
+  noisyNeighbourError?: string;
   markdown: string;
 }
 
@@ -140,17 +171,26 @@ export function evaluateTargets(scenarios: ScenarioResult[], halfRate: HalfRate 
   return out;
 }
 
-// NaN (no answer in the run) is null after the JSON round trip from the load generator.
-const ms = (n: number | null | undefined) => (n === undefined ? '' : n === null || !Number.isFinite(n) ? 'n/a' : n < 10 ? n.toFixed(2) : n.toFixed(1));
-const rps = (r: LoadResult | undefined) => (r ? r.rps.toFixed(0) : '');
+/** Milliseconds for a table cell; NaN (no answer in the run) is null after the JSON round trip from the load generator. */
+export const ms = (n: number | null | undefined) => (n === undefined ? '' : n === null || !Number.isFinite(n) ? 'n/a' : n < 10 ? n.toFixed(2) : n.toFixed(1));
+/** A run's requests per second for a table cell. */
+export const rps = (r: LoadResult | undefined) => (r ? r.rps.toFixed(0) : '');
 const mb = (b: number | undefined) => (b === undefined ? '' : (b / 2 ** 20).toFixed(0));
+
+/** Where a run's numbers come from, for the head of its tables: machine, load, commit, label. */
+export function provenance(r: { machine: Machine; commit: string; dirty: boolean; codeChangedDuringRun?: boolean; label: string | undefined }): string {
+  return (
+    `node ${r.machine.node}, ${r.machine.cpus} × ${r.machine.cpuModel}, load average ${r.machine.loadAverage1m.start} → ${r.machine.loadAverage1m.end}; ` +
+    `commit ${r.commit.slice(0, 7)}${r.dirty ? ' (+ uncommitted changes)' : ''}${r.codeChangedDuringRun ? ' (code changed during the run!)' : ''}` +
+    (r.label ? `; label ${r.label}` : '')
+  );
+}
 
 /** The Markdown tables: scenarios, then targets. */
 export function markdown(r: Omit<BenchReport, 'markdown'>): string {
   const lines = [
     `${r.subjects} subjects, ${r.database}, ${r.connections} connections (upserts: 1 and 20), ${r.durationSec} s per run after a ${r.warmupSec} s warm-up, ` +
-      `1-connection runs ${r.latencyDurationSec} s; node ${r.machine.node}, ${r.machine.cpus} × ${r.machine.cpuModel}, load average ${r.machine.loadAverage1m.start} → ${r.machine.loadAverage1m.end}; commit ${r.commit.slice(0, 7)}${r.dirty ? ' (+ uncommitted changes)' : ''}${r.codeChangedDuringRun ? ' (code changed during the run!)' : ''}` +
-      (r.label ? `; label ${r.label}` : ''),
+      `1-connection runs ${r.latencyDurationSec} s; ${provenance(r)}`,
     '',
     '| scenario | conns | req/s | p50 ms | p99 ms | p50 ms, 1 conn | SQL/req | peak RSS MB | B1 req/s | B0 req/s | ratio | failed |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
@@ -176,11 +216,11 @@ export function markdown(r: Omit<BenchReport, 'markdown'>): string {
   return lines.join('\n');
 }
 
-/** Writes `bench/results/<date>[-<label>]-<database>.json`; returns the path. */
-export async function writeReport(dir: string, report: BenchReport): Promise<string> {
+/** Writes `bench/results/<date>[-<kind>][-<label>]-<database>.json`; returns the path. */
+export async function writeReport<R extends { date: string; label: string | undefined; database: string }>(dir: string, report: R, kind?: string): Promise<string> {
   await mkdir(dir, { recursive: true });
   const safeLabel = report.label?.replace(/[^A-Za-z0-9._-]+/g, '-');
-  const file = path.join(dir, `${report.date}${safeLabel ? `-${safeLabel}` : ''}-${report.database}.json`);
+  const file = path.join(dir, `${report.date}${kind ? `-${kind}` : ''}${safeLabel ? `-${safeLabel}` : ''}-${report.database}.json`);
   await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
   return file;
 }

@@ -10,55 +10,44 @@
  * 3. B0 and B1 run as their own processes pinned to core 0, the load generator on core 1.
  * 4. The service runs as `npm start` runs it (package.json's scripts.start; `npm run build` first, at
  *    the start of the bench, when that runs dist/), pinned to core 0.
- * 5. The tables are printed and the numbers written to bench/results/<date>[-<BENCH_LABEL>]-<db>.json.
+ * 5. The noisy-neighbour scenario (noisy-neighbour.ts) on a database of its own.
+ * 6. The tables are printed and the numbers written to bench/results/<date>[-<BENCH_LABEL>]-<db>.json.
  *
  * Environment: BENCH_SUBJECTS (100000), BENCH_DURATION (8 s), BENCH_WARMUP (1 s), BENCH_LATENCY_DURATION
  * (3 s), BENCH_CONNECTIONS (32), BENCH_LABEL, BENCH_PROVIDER_LATENCY_MS (20), BENCH_EXPLAIN (print the
  * plans of B1's statements after the capture, then stop), BENCH_KEEP (keep the work dir: logs, specs),
- * DATABASE_URL.
+ * DATABASE_URL; and noisy-neighbour.ts's BENCH_NOISY_* (BENCH_NOISY_SKIP: leave it out).
  */
-import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { migrateToLatest } from '../src/db.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
 import type { BaselineSpec } from './baseline-server.js';
 import { type CapturedScenario, Recorder, capturePhase } from './capture.js';
 import { type LoadSpec, runLoad } from './load.js';
+import { type NoisyNeighbourResult, noisyMarkdown, runNoisyNeighbour } from './noisy-neighbour.js';
 import {
-  type Spawned,
   drain,
   freePort,
-  installSignalHandlers,
+  makeWorkDir,
   onCleanup,
   peakRss,
   pinSelf,
   resetPeakRss,
-  runCleanups,
+  runMain,
   spawnPinned,
   stoppingSignal,
   waitForHttp,
   workerNodePid,
 } from './processes.js';
-import { type BenchReport, type HalfRate, type Measured, type ScenarioResult, evaluateTargets, failures, markdown, writeReport } from './report.js';
+import { type BenchReport, type HalfRate, type Measured, type ScenarioResult, evaluateTargets, failures, machineFacts, markdown, writeReport } from './report.js';
 import { MISS_CHECKS, type Scenario, missCheckCursors } from './scenarios.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
+import { LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, envNumber as num, startCommand, startService, watchCode } from './service.js';
 import { CLIENT, TENANT_KEY } from './tenant-data.js';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const SERVER_CORE = 0;
-const LOAD_CORE = 1;
-
-const num = (name: string, fallback: number) => {
-  const v = process.env[name];
-  const n = v === undefined || v === '' ? fallback : Number(v);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got '${v}'`);
-  return n;
-};
 const SUBJECTS = Math.floor(num('BENCH_SUBJECTS', 100_000));
 const DURATION = num('BENCH_DURATION', 8);
 const WARMUP = num('BENCH_WARMUP', 1);
@@ -67,17 +56,9 @@ const CONNECTIONS = Math.floor(num('BENCH_CONNECTIONS', 32));
 const PROVIDER_LATENCY_MS = num('BENCH_PROVIDER_LATENCY_MS', 20);
 const LABEL = process.env['BENCH_LABEL'] || undefined;
 const EXPLAIN = Boolean(process.env['BENCH_EXPLAIN']);
+const NOISY_SKIP = Boolean(process.env['BENCH_NOISY_SKIP']);
 
 const log = (line: string) => console.log(line);
-
-/** The environment children get: the basics only, so a developer's service settings do not leak in. */
-function baseEnv(): NodeJS.ProcessEnv {
-  const keep = ['PATH', 'HOME', 'TMPDIR', 'LANG', 'LC_ALL', 'TZ', 'USER'];
-  const env: NodeJS.ProcessEnv = {};
-  for (const k of keep) if (process.env[k] !== undefined) env[k] = process.env[k];
-  env['PATH'] = `${path.join(REPO, 'node_modules/.bin')}:${env['PATH'] ?? ''}`;
-  return env;
-}
 
 /** Deep equality of two JSON answers, cursors aside (B1 encodes its own). */
 function sameData(a: string, b: string): boolean {
@@ -95,38 +76,13 @@ function sameData(a: string, b: string): boolean {
   }
 }
 
-function git(args: string[]): string {
-  try {
-    return execFileSync('git', args, { cwd: REPO, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], maxBuffer: 256 * 2 ** 20 }).trim();
-  } catch {
-    return '';
-  }
-}
-
-/** HEAD plus a digest of the uncommitted changes under src/ and db/ (untracked files included). */
-function codeState(): string {
-  const diff = git(['diff', 'HEAD', '--', 'src', 'db']) + git(['ls-files', '--others', '--exclude-standard', '--', 'src', 'db']);
-  return `${git(['rev-parse', 'HEAD'])} ${createHash('sha256').update(diff).digest('hex')}`;
-}
-
 async function main() {
   const started = performance.now();
-  // The code measured is the working tree's: note its state now and at the end (it may change meanwhile).
-  const treeAtStart = codeState();
+  const codeFacts = watchCode(log);
   const loadAtStart = os.loadavg()[0]!;
-  installSignalHandlers();
-  // The service runs as `npm start` does. A start script running the build output gets a fresh build
-  // first, now: the capture phase runs the sources, and both should be the same code.
-  const pkg = JSON.parse(await readFile(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  const start = pkg.scripts['start'];
-  if (!start) throw new Error('package.json has no scripts.start');
-  if (/\bdist\//.test(start) && pkg.scripts['build']) {
-    log('building (scripts.start runs the build output): npm run build');
-    execFileSync('npm', ['run', '--silent', 'build'], { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit'] });
-  }
-  const workDir = await mkdtemp(path.join(os.tmpdir(), 'ssdi-bench-run-'));
-  if (process.env['BENCH_KEEP']) log(`work dir (kept: BENCH_KEEP): ${workDir}`);
-  else onCleanup('work dir', () => rm(workDir, { recursive: true, force: true }));
+  // The service runs as `npm start` does (built now when that runs the build output).
+  const start = startCommand(log);
+  const workDir = await makeWorkDir('ssdi-bench-run-', log);
 
   // The reference provider in this process, on loopback; the tenant's data source points at it.
   // Page size 1000: one call answers 50 subjects × 7 points (the provider's default page is 50 points).
@@ -255,27 +211,9 @@ async function main() {
   }
 
   // 4. The service, as `npm start` runs it.
-  const port = await freePort();
-  const serviceEnv: NodeJS.ProcessEnv = {
-    ...baseEnv(),
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    NODE_ENV: 'production',
-    LOG_LEVEL: 'warn',
-    ...(bench.databaseUrl ? { DATABASE_URL: bench.databaseUrl } : { DATA_DIR: bench.dataDir }),
-  };
   log(`\nservice: ${start} (taskset -c ${SERVER_CORE}, NODE_ENV=production, LOG_LEVEL=warn)`);
-  const service: Spawned = spawnPinned('service', SERVER_CORE, ['sh', '-c', start], { cwd: REPO, env: serviceEnv, logFile: path.join(workDir, 'service.log') });
-  const url = `http://127.0.0.1:${port}`;
-  await waitForHttp(`${url}/readyz`, service);
-  const servicePid = workerNodePid(service.pid);
-  const tokenRes = await fetch(`${url}/connect/token`, {
-    method: 'POST',
-    body: new URLSearchParams({ grant_type: 'client_credentials', tenant_key: TENANT_KEY, client_id: CLIENT.clientId, client_secret: CLIENT.clientSecret, scope: 'ServiceApi' }),
-  });
-  const token = (await tokenRes.json()) as { access_token?: string };
-  if (!token.access_token) throw new Error(`token request failed: ${tokenRes.status} ${JSON.stringify(token)}`);
-  const auth = { authorization: `Bearer ${token.access_token}` };
+  const { proc: service, url, pid: servicePid } = await startService(start, bench, { name: 'service', logFile: path.join(workDir, 'service.log') });
+  const auth = await bearer(url, TENANT_KEY, CLIENT);
 
   let halfRate: HalfRate | undefined;
   for (const sc of scenarios) {
@@ -331,27 +269,31 @@ async function main() {
     if (reference && reference.rps > 0) r.ratio = m.rps / reference.rps;
   }
   await service.stop();
+  // The noisy-neighbour scenario seeds a database of its own: this one is done with.
+  await bench.dispose();
 
-  // 5. Report.
-  const cpus = os.cpus();
+  // 5. Noisy neighbour. Its failure leaves the rest of the report standing.
+  let noisyNeighbour: NoisyNeighbourResult | undefined;
+  let noisyNeighbourError: string | undefined;
+  if (!NOISY_SKIP) {
+    try {
+      noisyNeighbour = await runNoisyNeighbour({ start, workDir, databaseUrl: process.env['DATABASE_URL'], log });
+    } catch (e) {
+      if (stoppingSignal()) throw e;
+      noisyNeighbourError = e instanceof Error ? e.message : String(e);
+      log(`noisy neighbour failed: ${noisyNeighbourError}`);
+    }
+  }
+
+  // 6. Report.
   const list = [...results.values()];
   const targets = evaluateTargets(list, halfRate, SUBJECTS);
   const base: Omit<BenchReport, 'markdown'> = {
     label: LABEL,
     date: new Date().toISOString().slice(0, 10),
     database: bench.kind,
-    machine: {
-      cpus: cpus.length,
-      cpuModel: cpus[0]?.model ?? 'unknown',
-      memoryGb: Math.round(os.totalmem() / 2 ** 30),
-      node: process.version,
-      kernel: os.release(),
-      platform: process.platform,
-      // Other work on the machine (the bench itself adds about 2): a hint of how noisy the run was.
-      loadAverage1m: { start: Math.round(loadAtStart * 100) / 100, end: Math.round(os.loadavg()[0]! * 100) / 100 },
-    },
-    commit: git(['rev-parse', 'HEAD']),
-    dirty: git(['status', '--porcelain', '--', 'src', 'db', 'package.json']) !== '',
+    machine: machineFacts(loadAtStart),
+    ...codeFacts(),
     startCommand: start,
     subjects: SUBJECTS,
     connections: CONNECTIONS,
@@ -364,11 +306,11 @@ async function main() {
     scenarios: list,
     ...(halfRate ? { halfRate } : {}),
     targets,
+    ...(noisyNeighbour ? { noisyNeighbour } : {}),
+    ...(noisyNeighbourError ? { noisyNeighbourError } : {}),
   };
   base.runtimeSeconds = Math.round((performance.now() - started) / 1000);
-  base.codeChangedDuringRun = codeState() !== treeAtStart;
-  if (base.codeChangedDuringRun) log('warning: the commit or the uncommitted changes under src/ or db/ changed during the run: the numbers may mix two versions');
-  const table = markdown(base);
+  const table = markdown(base) + (noisyNeighbour ? `\n\n${noisyMarkdown(noisyNeighbour)}` : noisyNeighbourError ? `\n\nNoisy neighbour: failed: ${noisyNeighbourError}` : '');
   console.log(`\n${table}\n`);
   const file = await writeReport(path.join(REPO, 'bench/results'), { ...base, markdown: table });
   log(`written: ${path.relative(process.cwd(), file)} (${base.runtimeSeconds} s)`);
@@ -386,12 +328,4 @@ function expectedOf(c: CapturedScenario) {
   }
 }
 
-try {
-  await main();
-} catch (e) {
-  if (!stoppingSignal()) console.error(`\nbench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-  process.exitCode = 1;
-} finally {
-  await runCleanups();
-}
-process.exit(process.exitCode ?? 0);
+await runMain('bench', main);

@@ -39,7 +39,8 @@ export interface Scenario {
   countProviderCalls?: boolean;
 }
 
-const SUBJECT_FIELDS = 'subjectId externalId customFieldValues { field { key name type required isArray } values { dataType valueText } }';
+/** A subject's fields in the GraphQL scenarios: ids and every custom field value with its field. */
+export const SUBJECT_FIELDS = 'subjectId externalId customFieldValues { field { key name type required isArray } values { dataType valueText } }';
 export const GQL_SUBJECTS_20 = `{ subjects(first: 20) { totalCount edges { node { ${SUBJECT_FIELDS} } } } }`;
 export const GQL_SUBJECTS_100_ENTITIES = `{ subjects(first: 100) { totalCount edges { node { ${SUBJECT_FIELDS} structuralEntities(first: 10) { edges { node { key displayName parentKey depth } } } } } } }`;
 /** 50 subjects from `after` with their 7 data points each (the extract's one page). */

@@ -92,19 +92,24 @@ export interface SeedSummary {
 }
 
 /**
- * Seeds the bench tenant: the tenant file (client, 8 subject fields, 4 structure types, the reference
- * provider as data source with one extract), then in bulk 2,000 entities, 10 groups, 50 users and
- * `subjects` subjects located in the teams; then VACUUM ANALYZE.
+ * Seeds a bench tenant (by default the bench's `TENANT_KEY` with its `CLIENT`; another key and client
+ * give another tenant of the same data): the tenant file (client, 8 subject fields, 4 structure types,
+ * the reference provider as data source with one extract), then in bulk 2,000 entities, 10 groups, 50
+ * users and `subjects` subjects located in the teams; then VACUUM ANALYZE.
  */
-export async function seedTenant(db: Db, opts: { subjects: number; providerUrl: string; progress?: (done: number) => void }): Promise<SeedSummary> {
+export async function seedTenant(
+  db: Db,
+  opts: { subjects: number; providerUrl: string; tenantKey?: string; client?: { clientId: string; clientSecret: string }; progress?: (done: number) => void },
+): Promise<SeedSummary> {
   const t0 = performance.now();
+  const tenantKey = opts.tenantKey ?? TENANT_KEY;
   const costCenter = [{ key: 'costCenter', name: 'Cost center', dataType: 'String' as const }];
   await applyTenantFile(db, new SecretBox(db, undefined), {
     tenants: [
       {
-        key: TENANT_KEY,
-        name: 'Bench',
-        clients: [{ ...CLIENT, scopes: ['ServiceApi'], permissions: ['*'] }],
+        key: tenantKey,
+        name: tenantKey === TENANT_KEY ? 'Bench' : `Bench ${tenantKey}`,
+        clients: [{ ...(opts.client ?? CLIENT), scopes: ['ServiceApi'], permissions: ['*'] }],
         subjectFields: [
           { key: 'employeeNumber', name: 'Employee number', dataType: 'String', required: true },
           { key: 'fullName', name: 'Full name', dataType: 'String', required: true },
@@ -139,7 +144,7 @@ export async function seedTenant(db: Db, opts: { subjects: number; providerUrl: 
       },
     ],
   });
-  const tenant = await db.selectFrom('tenant').select('id').where('key', '=', TENANT_KEY).executeTakeFirstOrThrow();
+  const tenant = await db.selectFrom('tenant').select('id').where('key', '=', tenantKey).executeTakeFirstOrThrow();
   const tenantId = tenant.id;
 
   // Entities level by level: `path` holds the ancestors' ids (root first), so each level needs the

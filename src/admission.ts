@@ -1,5 +1,5 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { ServiceUnavailableError, TooManyRequestsError } from './errors.js';
+import { ClientClosedError, ServiceUnavailableError, TooManyRequestsError } from './errors.js';
 
 /** Who asks: admission shares are per tenant and, within it, per client. */
 export interface Requester {
@@ -26,6 +26,8 @@ export interface AdmissionOptions {
 
 /** The part of a response admission needs: headers to set, and its end (the units go back then). */
 interface ResponseLike {
+  /** True once the response or its connection has closed (Node's ServerResponse). */
+  readonly closed: boolean;
   setHeader(name: string, value: string): unknown;
   once(event: 'close', listener: () => void): unknown;
 }
@@ -85,13 +87,28 @@ export class Admission {
   }
 
   /**
-   * Admits one request of `cost` (the D11 cost rule's measure of the operation): the client's rate limit
-   * first, then units of work, held until the response closes. A client that goes away while waiting
+   * The check made as soon as the token is verified, before any database work for the request (issue
+   * 15): the client's rate limit, and a tenant whose queue is already full is refused here, so a flood
+   * of refused requests costs no statement. Rejects with a 429 AppError.
+   */
+  async gate(who: Requester, res: ResponseLike): Promise<void> {
+    for (const [k, v] of Object.entries(await this.rate(who))) res.setHeader(k, v);
+    const t = this.tenants.get(who.tenant);
+    if (t && t.queue.length >= this.opts.queueLimit) {
+      this.observe(who.tenant, 'refused');
+      throw this.refusal(t, who.client);
+    }
+  }
+
+  /**
+   * Admits one request of `cost` (the D11 cost rule's measure of the operation) once its input is
+   * validated: units of work held until the response closes. A client that goes away while waiting
    * leaves the queue. Rejects with a 429 or 503 AppError. The one entry for REST and GraphQL alike.
    */
   async admit(who: Requester, cost: number, res: ResponseLike): Promise<void> {
-    const headers = await this.rate(who);
-    for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+    // A client that left while the request was read and authenticated fired 'close' already: units
+    // taken for it would never be given back.
+    if (res.closed) throw new ClientClosedError();
     const gone = new AbortController();
     let release: (() => void) | undefined;
     res.once('close', () => {
@@ -106,7 +123,7 @@ export class Admission {
    * Counts one request against its client's rate limit, when one is configured: the IETF RateLimit
    * headers to send (draft-ietf-httpapi-ratelimit-headers), or a 429 carrying them and Retry-After.
    */
-  async rate(who: Requester): Promise<Record<string, string>> {
+  private async rate(who: Requester): Promise<Record<string, string>> {
     if (!this.limiter || !this.opts.rateLimit) return {};
     const { requests, windowSeconds } = this.opts.rateLimit;
     const headers = (r: RateLimiterRes) => ({
@@ -168,7 +185,7 @@ export class Admission {
       };
       t.queue.push(waiter);
       if (t.queue.length === 1) this.turns.push(who.tenant);
-      signal?.addEventListener('abort', () => leave(() => new Error('The client went away while waiting.')), { once: true });
+      signal?.addEventListener('abort', () => leave(() => new ClientClosedError()), { once: true });
     });
   }
 

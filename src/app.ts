@@ -212,8 +212,8 @@ function admissionControl(admission: Admission): Plugin {
     onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue as unknown as Context & { cost?: number; res?: Response };
       if (!ctx.res || !ctx.principal) return;
-      return admission.admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, ctx.cost ?? 1, ctx.res).catch((e: unknown) => {
-        setResultAndStopExecution({ errors: [e instanceof AppError ? e : new AppError(503, 'SERVICE_UNAVAILABLE', 'The request was abandoned.')] });
+      return admission.admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, ctx.cost ?? 1, ctx.res).catch((e: AppError) => {
+        setResultAndStopExecution({ errors: [e] });
       });
     },
   };
@@ -381,7 +381,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     // The limits depend on the variables (first: $n): queryLimits caches what it can itself.
     parserAndValidationCache: { validationCache: false },
   });
-  const graphqlAuth = requireToken(db, tokens, ['ServiceApi']);
+  const graphqlAuth = requireToken(db, tokens, ['ServiceApi'], (holder, res) => admission.gate(holder, res));
   app.use(
     yoga.graphqlEndpoint,
     (req, res, next) => {
@@ -394,11 +394,12 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       // Exactly Yoga's own test for rendering GraphiQL instead of executing (an Accept of text/* would
       // make Express prefer HTML while Yoga executes the query).
       if (graphiql && req.method === 'GET' && (req.headers.accept ?? '').includes('text/html')) return next();
-      // A database that fails the token check is answered as GraphQL clients read errors (issue 15):
-      // SERVICE_UNAVAILABLE, 503 with Retry-After; other refusals of the request stay problem+json.
+      // A database that fails the token check, or admission refusing the request before it, is answered
+      // as GraphQL clients read errors (issue 15): SERVICE_UNAVAILABLE or TOO_MANY_REQUESTS with the
+      // status and Retry-After; authentication's own refusals (401, 403) stay problem+json.
       graphqlAuth(req, res, (err?: unknown) => {
         const expected = err === undefined ? undefined : expectedErrorOf(err);
-        if (expected?.code !== 'SERVICE_UNAVAILABLE') return next(err);
+        if (!expected || !REFUSALS.has(expected.code)) return next(err);
         const type = /application\/graphql-response\+json/i.test(req.headers.accept ?? '') ? 'application/graphql-response+json' : 'application/json';
         res.status(expected.status).set(expected.headers).type(type).json({ errors: [{ message: expected.message, extensions: { code: expected.code } }] });
       });

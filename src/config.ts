@@ -28,7 +28,7 @@ const envSchema = z
     ADMISSION_CAPACITY: z.coerce.number().int().min(1).max(10_000).optional(),
     ADMISSION_TENANT_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
     ADMISSION_CLIENT_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
-    ADMISSION_QUEUE_LIMIT: z.coerce.number().int().min(0).max(100_000).default(32),
+    ADMISSION_QUEUE_LIMIT: z.coerce.number().int().min(0).max(100_000).default(100),
     ADMISSION_QUEUE_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
     /** GraphQL cost (the D11 cost rule's) that weighs one unit of admission; a search costs 2,000. */
     ADMISSION_COST_PER_UNIT: z.coerce.number().int().min(1).default(1_000),

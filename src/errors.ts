@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'PROVIDER_UNAVAILABLE'
   | 'TOO_MANY_REQUESTS'
   | 'SERVICE_UNAVAILABLE'
+  | 'CLIENT_CLOSED_REQUEST'
   | 'INTERNAL_SERVER_ERROR';
 
 const TITLES: Record<number, string> = {
@@ -118,6 +119,13 @@ export class ServiceUnavailableError extends AppError {
 export class TooManyRequestsError extends AppError {
   constructor(message: string, headers: Record<string, string>) {
     super(429, 'TOO_MANY_REQUESTS', message, { headers });
+  }
+}
+
+/** The client went away before its request was served (no one reads the answer; nginx's 499 in logs and metrics). */
+export class ClientClosedError extends AppError {
+  constructor() {
+    super(499, 'CLIENT_CLOSED_REQUEST', 'The client closed the connection before the request was served.');
   }
 }
 

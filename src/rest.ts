@@ -8,7 +8,7 @@ import { complexityFromQuery } from '@pothos/plugin-complexity';
 import type { Admission } from './admission.js';
 import { createContext } from './context.js';
 import type { Db } from './db.js';
-import { requireToken } from './domains/auth/authenticate.js';
+import { type Gate, requireToken } from './domains/auth/authenticate.js';
 import type { Scope } from './domains/auth/permissions.js';
 import type { TokenService } from './domains/auth/tokens.js';
 import type { DataCache } from './domains/data/data-cache.js';
@@ -156,6 +156,7 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
   const router = Router();
   const executors = new Map<RouteDef, CompiledQuery>();
   const json = express.json({ limit: deps.maxBodyBytes, strict: false, type: JSON_TYPES });
+  const gate: Gate = (holder, res) => deps.admission.gate(holder, res);
   for (const route of routes) {
     const problems = validate(deps.schema, route.operation);
     if (problems.length > 0) throw new Error(`Route ${route.operationId}: ${problems.map((p) => p.message).join('; ')}`);
@@ -175,7 +176,7 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
       json(req, res, next);
     };
 
-    router[route.method](route.path, requireToken(deps.db, deps.tokens, route.scopes ?? ['ServiceApi']), readBody, (req, res, next) => {
+    router[route.method](route.path, requireToken(deps.db, deps.tokens, route.scopes ?? ['ServiceApi'], gate), readBody, (req, res, next) => {
       handle(route, req, res).catch(next);
     });
   }

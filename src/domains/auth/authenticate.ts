@@ -13,11 +13,29 @@ declare module 'express-serve-static-core' {
 
 const quote = (s: string) => s.replace(/["\\]/g, '');
 
+/** Who a verified token speaks for, before anything is read for it. */
+export interface TokenHolder {
+  tenant: string;
+  client: string;
+}
+
+/**
+ * Runs between the token's verification and the first database read for the request: it may refuse
+ * (an AppError), so a request the service will not serve costs no database work (issue 15: admission).
+ */
+export type Gate = (holder: TokenHolder, res: Response) => void | Promise<void>;
+
 /**
  * The one resource-server check (D4), used by REST routes and /graphql alike: a verified bearer token of
  * a known tenant and client, holding one of `scopes`. The tenant comes only from the token.
  */
-export async function authenticate(db: Db, tokens: TokenService, authorization: string | undefined, scopes: readonly Scope[]): Promise<Principal> {
+export async function authenticate(
+  db: Db,
+  tokens: TokenService,
+  authorization: string | undefined,
+  scopes: readonly Scope[],
+  gate?: (holder: TokenHolder) => void | Promise<void>,
+): Promise<Principal> {
   const match = /^Bearer[ ]+([^ ]+)[ ]*$/i.exec(authorization ?? '');
   if (!match) throw new UnauthenticatedError('An access token is required.', 'Bearer');
   const invalid = (why: string) =>
@@ -29,6 +47,7 @@ export async function authenticate(db: Db, tokens: TokenService, authorization: 
     if (e instanceof InvalidTokenError) throw invalid(e.message);
     throw e;
   }
+  await gate?.({ tenant: claims.tenantKey, client: claims.clientId });
   const client = await findClientByTenantKey(db, claims.tenantKey, claims.clientId);
   if (!client) throw invalid('The access token names an unknown tenant or client.');
   // A scope taken from the client since the token was issued no longer counts (as permissions, P8).
@@ -50,9 +69,9 @@ export async function authenticate(db: Db, tokens: TokenService, authorization: 
 }
 
 /** Express middleware: sets `req.principal` or passes the 401/403 on to the problem+json handler. */
-export function requireToken(db: Db, tokens: TokenService, scopes: readonly Scope[]) {
-  return (req: Request, _res: Response, next: NextFunction) => {
-    authenticate(db, tokens, req.headers.authorization, scopes).then(
+export function requireToken(db: Db, tokens: TokenService, scopes: readonly Scope[], gate?: Gate) {
+  return (req: Request, res: Response, next: NextFunction) => {
+    authenticate(db, tokens, req.headers.authorization, scopes, gate && ((holder) => gate(holder, res))).then(
       (p) => {
         req.principal = p;
         next();
