@@ -46,7 +46,12 @@ interface TenantState {
   inFlight: number;
   clients: Map<string, number>;
   queue: Waiter[];
+  /** While others are active, this tenant's expensive work waits until then (pacing, see `releaser`). */
+  pausedUntil: number;
 }
+
+/** A tenant admitted within this long counts as active for pacing. */
+const ACTIVE_MS = 1_000;
 
 /**
  * Admission control in front of the database work (issue 15). A request holds `weight` units (an
@@ -68,6 +73,9 @@ export class Admission {
   private readonly tenantMax: number;
   private readonly clientMax: number;
   private readonly limiter: RateLimiterMemory | undefined;
+  /** When each recently active tenant was last admitted (pruned as read). */
+  private readonly lastAdmitted = new Map<string, number>();
+  private wake: { timer: NodeJS.Timeout; at: number } | undefined;
 
   constructor(
     private readonly opts: AdmissionOptions,
@@ -148,8 +156,10 @@ export class Admission {
   acquire(who: Requester, requestedWeight: number, signal?: AbortSignal): Promise<() => void> {
     const weight = Math.max(1, Math.min(Math.ceil(requestedWeight), this.clientMax));
     const t = this.tenant(who.tenant);
-    if (t.queue.length === 0 && this.fits(t, who.client, weight)) {
-      this.take(t, who.client, weight);
+    // FIFO within a tenant, except that cheap work passes expensive work held back by pacing.
+    const paced = weight === 1 && t.pausedUntil > Date.now();
+    if ((t.queue.length === 0 || paced) && this.fits(t, who.client, weight)) {
+      this.take(t, who.client, weight, who.tenant);
       this.observe(who.tenant, 'admitted');
       return Promise.resolve(this.releaser(who.tenant, who.client, weight));
     }
@@ -191,15 +201,31 @@ export class Admission {
 
   private tenant(id: string): TenantState {
     let t = this.tenants.get(id);
-    if (!t) this.tenants.set(id, (t = { inFlight: 0, clients: new Map(), queue: [] }));
+    if (!t) this.tenants.set(id, (t = { inFlight: 0, clients: new Map(), queue: [], pausedUntil: 0 }));
     return t;
   }
 
   private fits(t: TenantState, client: string, weight: number): boolean {
-    return this.inFlight + weight <= this.opts.capacity && t.inFlight + weight <= this.tenantMax && (t.clients.get(client) ?? 0) + weight <= this.clientMax;
+    return (
+      this.inFlight + weight <= this.opts.capacity &&
+      t.inFlight + weight <= this.tenantMax &&
+      (t.clients.get(client) ?? 0) + weight <= this.clientMax &&
+      (weight === 1 || t.pausedUntil <= Date.now())
+    );
   }
 
-  private take(t: TenantState, client: string, weight: number): void {
+  /** Whether a tenant other than `id` was admitted within ACTIVE_MS, or runs something now. */
+  private othersActive(id: string): boolean {
+    const now = Date.now();
+    for (const [other, at] of this.lastAdmitted) {
+      if (now - at > ACTIVE_MS && !this.tenants.get(other)?.inFlight) this.lastAdmitted.delete(other);
+      else if (other !== id) return true;
+    }
+    return false;
+  }
+
+  private take(t: TenantState, client: string, weight: number, tenant: string): void {
+    this.lastAdmitted.set(tenant, Date.now());
     this.inFlight += weight;
     t.inFlight += weight;
     t.clients.set(client, (t.clients.get(client) ?? 0) + weight);
@@ -213,12 +239,25 @@ export class Admission {
     return new ServiceUnavailableError('The service is at capacity; retry shortly.');
   }
 
+  /**
+   * Gives the units back. Pacing (issue 15): an expensive request (more than one unit) that ran for d ms
+   * while other tenants were active makes its tenant's next expensive request wait d·(1 − share)/share ms,
+   * so a tenant with a backlog of heavy work holds the instance at most its share of the time and the
+   * others' cheap requests find it free in between, rather than queued behind one heavy request after
+   * another (CPU-bound work cannot be interrupted). Alone, a tenant is never paced.
+   */
   private releaser(tenantId: string, client: string, weight: number): () => void {
     let done = false;
+    const started = Date.now();
     return () => {
       if (done) return;
       done = true;
       const t = this.tenant(tenantId);
+      if (weight > 1 && this.othersActive(tenantId)) {
+        const now = Date.now();
+        t.pausedUntil = now + ((now - started) * (1 - this.opts.tenantShare)) / this.opts.tenantShare;
+        this.wakeAt(t.pausedUntil);
+      }
       this.inFlight -= weight;
       t.inFlight -= weight;
       const left = (t.clients.get(client) ?? 0) - weight;
@@ -229,9 +268,21 @@ export class Admission {
     };
   }
 
+  /** Runs `pump` at `at`, unless it runs earlier already: a paused tenant's waiters get their turn then. */
+  private wakeAt(at: number): void {
+    if (this.wake && this.wake.at <= at) return;
+    if (this.wake) clearTimeout(this.wake.timer);
+    const timer = setTimeout(() => {
+      this.wake = undefined;
+      this.pump();
+    }, Math.max(0, at - Date.now()));
+    timer.unref();
+    this.wake = { timer, at };
+  }
+
   /** Drops an idle tenant's state, so the map holds only tenants with work. */
   private forget(id: string, t: TenantState): void {
-    if (t.inFlight === 0 && t.queue.length === 0) this.tenants.delete(id);
+    if (t.inFlight === 0 && t.queue.length === 0 && t.pausedUntil <= Date.now()) this.tenants.delete(id);
     if (t.queue.length === 0) {
       const i = this.turns.indexOf(id);
       if (i >= 0) this.turns.splice(i, 1);
@@ -252,13 +303,17 @@ export class Admission {
         const at = t.queue.findIndex((w) => this.fits(t, w.client, w.weight));
         if (at < 0) continue;
         const [w] = t.queue.splice(at, 1);
-        this.take(t, w!.client, w!.weight);
+        this.take(t, w!.client, w!.weight, id);
         this.turns.splice(i, 1);
         if (t.queue.length > 0) this.turns.push(id);
         w!.admit();
         progress = true;
         break;
       }
+    }
+    for (const id of this.turns) {
+      const t = this.tenants.get(id)!;
+      if (t.pausedUntil > Date.now()) this.wakeAt(t.pausedUntil);
     }
   }
 }

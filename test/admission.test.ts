@@ -269,6 +269,58 @@ describe('the tenant share and its queue (issue 15)', () => {
   });
 });
 
+describe('pacing of expensive work while other tenants are active (issue 15)', () => {
+  // A tenant may hold 2 units; a search weighs 2. Held for HOLD_MS on the provider, a search of A that
+  // ran while B was active pauses A's next expensive request for as long again (share 0.5).
+  const HOLD_MS = 1500;
+  const SEARCH_READ = `query($t: String!) { subjects(searchTerm: $t, first: 1) { edges { node { externalId dataPoints(extractKey: "steps", first: 1) { totalCount } } } } }`;
+  let s: Awaited<ReturnType<typeof setup>>;
+  beforeAll(async () => {
+    s = await setup({ ADMISSION_CAPACITY: '4', ADMISSION_QUEUE_TIMEOUT_MS: '60000' }, 6);
+  });
+
+  /** An expensive request of A (a search, 2 units) held on the provider for HOLD_MS (then `meanwhile` runs), then completed. */
+  async function heavyRead(meanwhile: () => Promise<void> = async () => {}) {
+    provider.hold();
+    const [ext] = s.next();
+    const held = s.a.api.gql(SEARCH_READ, { t: ext });
+    await eventually(() => provider.atGate === 1);
+    await new Promise((r) => setTimeout(r, HOLD_MS));
+    await meanwhile();
+    provider.release();
+    const res = await held;
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+  }
+
+  it('makes the next expensive request of a tenant wait while another tenant is active; cheap ones and a lone tenant are not paced', async () => {
+    const { app, a, b } = s;
+    // B is active while A's search runs.
+    await heavyRead(async () => {
+      expect((await b.get('/api/v2/subject?First=1')).status).toBe(200);
+    });
+    // Right after: A's next search waits (paused), while a cheap request of A is served at once.
+    const next = tracked(a.api.get('/api/v2/subject?SearchTerm=Person&First=1'));
+    await untilGauges(app, a.tenant.key, { inFlight: 0, waiting: 1 });
+    expect((await a.api.get('/api/v2/subject?First=1')).status).toBe(200);
+    expect(next.settled).toBe(false);
+    // The pause ends by itself (no other request needed to wake the queue).
+    expect((await next).status).toBe(200);
+    await untilGauges(app, a.tenant.key, { inFlight: 0, waiting: 0 });
+
+    // Once B has been quiet for a second, A is alone: its next expensive request is not paced.
+    await new Promise((r) => setTimeout(r, 1100));
+    await heavyRead();
+    provider.hold();
+    const [ext] = s.next();
+    const alone = a.api.gql(SEARCH_READ, { t: ext });
+    // Admitted at once (a pause would keep it waiting for HOLD_MS): it reaches the provider.
+    await eventually(() => provider.atGate === 1, HOLD_MS / 2);
+    expect(await admission(app, a.tenant.key)).toMatchObject({ inFlight: 2, waiting: 0 });
+    provider.release();
+    expect((await alone).status).toBe(200);
+  });
+});
+
 describe('the queue time limit (issue 15)', () => {
   let s: Awaited<ReturnType<typeof setup>>;
   beforeAll(async () => {
