@@ -195,6 +195,8 @@ export class Admission {
       };
       t.queue.push(waiter);
       if (t.queue.length === 1) this.turns.push(who.tenant);
+      // Held back by pacing only: nothing else may free units before the pause ends, so wake up then.
+      if (t.pausedUntil > Date.now()) this.wakeAt(t.pausedUntil);
       signal?.addEventListener('abort', () => leave(() => new ClientClosedError()), { once: true });
     });
   }
@@ -272,10 +274,11 @@ export class Admission {
   private wakeAt(at: number): void {
     if (this.wake && this.wake.at <= at) return;
     if (this.wake) clearTimeout(this.wake.timer);
+    // A millisecond late: a timer may fire a little before Date.now() reaches `at`.
     const timer = setTimeout(() => {
       this.wake = undefined;
       this.pump();
-    }, Math.max(0, at - Date.now()));
+    }, Math.max(0, at - Date.now()) + 1);
     timer.unref();
     this.wake = { timer, at };
   }
