@@ -243,10 +243,12 @@ export class Admission {
 
   /**
    * Gives the units back. Pacing (issue 15): an expensive request (more than one unit) that ran for d ms
-   * while other tenants were active makes its tenant's next expensive request wait d·(1 − share)/share ms,
+   * while other tenants were active, its tenant having more requests waiting, makes the tenant's next
+   * expensive request wait d·(1 − share)/share ms,
    * so a tenant with a backlog of heavy work holds the instance at most its share of the time and the
    * others' cheap requests find it free in between, rather than queued behind one heavy request after
-   * another (CPU-bound work cannot be interrupted). Alone, a tenant is never paced.
+   * another (CPU-bound work cannot be interrupted). A tenant alone, or one without a backlog (a client
+   * sending one request after another), is never paced.
    */
   private releaser(tenantId: string, client: string, weight: number): () => void {
     let done = false;
@@ -255,7 +257,7 @@ export class Admission {
       if (done) return;
       done = true;
       const t = this.tenant(tenantId);
-      if (weight > 1 && this.othersActive(tenantId)) {
+      if (weight > 1 && t.queue.length > 0 && this.othersActive(tenantId)) {
         const now = Date.now();
         t.pausedUntil = now + ((now - started) * (1 - this.opts.tenantShare)) / this.opts.tenantShare;
         this.wakeAt(t.pausedUntil);

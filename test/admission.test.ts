@@ -279,27 +279,26 @@ describe('pacing of expensive work while other tenants are active (issue 15)', (
     s = await setup({ ADMISSION_CAPACITY: '4', ADMISSION_QUEUE_TIMEOUT_MS: '60000' }, 6);
   });
 
-  /** An expensive request of A (a search, 2 units) held on the provider for HOLD_MS (then `meanwhile` runs), then completed. */
-  async function heavyRead(meanwhile: () => Promise<void> = async () => {}) {
+  /** Starts a search of A (2 units: the tenant's share) and waits until it is held on the provider; `answer` settles once released. */
+  async function heldSearch() {
     provider.hold();
     const [ext] = s.next();
-    const held = s.a.api.gql(SEARCH_READ, { t: ext });
+    const answer = s.a.api.gql(SEARCH_READ, { t: ext });
     await eventually(() => provider.atGate === 1);
-    await new Promise((r) => setTimeout(r, HOLD_MS));
-    await meanwhile();
-    provider.release();
-    const res = await held;
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return { answer };
   }
 
-  it('makes the next expensive request of a tenant wait while another tenant is active; cheap ones and a lone tenant are not paced', async () => {
+  it('makes the next expensive request of a tenant with a backlog wait while another tenant is active; cheap ones and a lone tenant are not paced', async () => {
     const { app, a, b } = s;
-    // B is active while A's search runs.
-    await heavyRead(async () => {
-      expect((await b.get('/api/v2/subject?First=1')).status).toBe(200);
-    });
-    // Right after: A's next search waits (paused), while a cheap request of A is served at once.
+    // A's search runs for HOLD_MS while a second one waits for its units and B is active.
+    const { answer: first } = await heldSearch();
     const next = tracked(a.api.get('/api/v2/subject?SearchTerm=Person&First=1'));
+    await untilGauges(app, a.tenant.key, { inFlight: 2, waiting: 1 });
+    await new Promise((r) => setTimeout(r, HOLD_MS));
+    expect((await b.get('/api/v2/subject?First=1')).status).toBe(200);
+    provider.release();
+    expect((await first).status).toBe(200);
+    // The units are free, yet the second search waits (paused); a cheap request of A is served at once.
     await untilGauges(app, a.tenant.key, { inFlight: 0, waiting: 1 });
     expect((await a.api.get('/api/v2/subject?First=1')).status).toBe(200);
     expect(next.settled).toBe(false);
@@ -307,17 +306,16 @@ describe('pacing of expensive work while other tenants are active (issue 15)', (
     expect((await next).status).toBe(200);
     await untilGauges(app, a.tenant.key, { inFlight: 0, waiting: 0 });
 
-    // Once B has been quiet for a second, A is alone: its next expensive request is not paced.
+    // Once B has been quiet for a second, A is alone: the same backlog is not paced.
     await new Promise((r) => setTimeout(r, 1100));
-    await heavyRead();
-    provider.hold();
-    const [ext] = s.next();
-    const alone = a.api.gql(SEARCH_READ, { t: ext });
-    // Admitted at once (a pause would keep it waiting for HOLD_MS): it reaches the provider.
-    await eventually(() => provider.atGate === 1, HOLD_MS / 2);
-    expect(await admission(app, a.tenant.key)).toMatchObject({ inFlight: 2, waiting: 0 });
+    const { answer: alone } = await heldSearch();
+    const after = a.api.get('/api/v2/subject?SearchTerm=Person&First=1');
+    await untilGauges(app, a.tenant.key, { inFlight: 2, waiting: 1 });
     provider.release();
     expect((await alone).status).toBe(200);
+    // Admitted as soon as the units are free: never seen waiting with nothing in flight.
+    await untilGauges(app, a.tenant.key, { inFlight: 0, waiting: 0 });
+    expect((await after).status).toBe(200);
   });
 });
 
