@@ -125,7 +125,7 @@ const graphqlErrorsAnswer200: Plugin = {
       errors: result.errors.map((e) => {
         const ext = e.extensions as { http?: { status?: number } } | undefined;
         if (!ext?.http) return e;
-        const { http, ...rest } = e.extensions;
+        const { http: _http, ...rest } = e.extensions;
         return new GraphQLError(e.message, {
           nodes: e.nodes ?? null,
           source: e.source ?? null,

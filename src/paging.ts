@@ -163,6 +163,7 @@ export interface PaginateOptions<Row> {
   /** Names the list inside cursors ("structuralEntity", "subject", ...). */
   list: string;
   /** The filtered query (tenant and filters applied, row columns selected); no order, no limit. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any list's query: paging reads only the selected row
   query: SelectQueryBuilder<any, any, Row>;
   /** Counts the filtered rows; called only when totalCount is read. */
   count: () => Promise<number>;
@@ -171,6 +172,7 @@ export interface PaginateOptions<Row> {
    * `value` and `id` must resolve in it. A probe inside the page statement is planned with it, and a
    * one-table probe plans in a fraction of a join's time (issue 8: a deep page then costs page 1).
    */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as `query`
   probeQuery?: SelectQueryBuilder<any, any, any>;
   sort: SortKey;
   args: PageArgs;

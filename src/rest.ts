@@ -26,6 +26,7 @@ export interface RestRequest<P, Q, B> {
  * binds and validates the request with the zod schemas, executes `operation` in-process through the same
  * schema, resolvers, permissions and loaders as /graphql, and shapes the answer with `respond`.
  */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a route table holds routes of every shape
 export interface RouteDef<TData = any, TVars = any, P = any, Q = any, B = any> {
   method: 'get' | 'put' | 'post' | 'patch' | 'delete';
   /** Express path, e.g. `/api/v1/structuralEntity/:structuralEntityKey`. */
@@ -57,7 +58,7 @@ export interface RouteDef<TData = any, TVars = any, P = any, Q = any, B = any> {
 }
 
 /** Declares a route with its types inferred from the schemas and the typed document. */
-export function defineRoute<TData, TVars, P = {}, Q = {}, B = undefined>(def: RouteDef<TData, TVars, P, Q, B>): RouteDef<TData, TVars, P, Q, B> {
+export function defineRoute<TData, TVars, P = Record<string, never>, Q = Record<string, never>, B = undefined>(def: RouteDef<TData, TVars, P, Q, B>): RouteDef<TData, TVars, P, Q, B> {
   return def;
 }
 

@@ -36,7 +36,8 @@ export async function openMigratedDatabase(config: Config, logger?: Logger, opts
       const wait = Math.min(delay, deadline - Date.now());
       if (!waitable || wait <= 0 || opts.stopping?.()) {
         await handle.close().catch(() => {});
-        throw waitable ? new Error(`The database was not reachable within STARTUP_TIMEOUT_MS (${config.STARTUP_TIMEOUT_MS} ms): ${(e as Error).message}`) : e;
+        if (!waitable) throw e;
+        throw new Error(`The database was not reachable within STARTUP_TIMEOUT_MS (${config.STARTUP_TIMEOUT_MS} ms): ${(e as Error).message}`, { cause: e });
       }
       logger?.warn({ attempt, retryInMs: wait, err: errorText((e as Error).cause) }, 'database not reachable yet; waiting for it');
       await new Promise((r) => setTimeout(r, wait));
@@ -57,7 +58,7 @@ export async function applyTenantFilePath(handle: DatabaseHandle, config: Config
   try {
     doc = JSON.parse(await readFile(path, 'utf8'));
   } catch (e) {
-    throw new Error(`Cannot read tenant configuration ${path}: ${(e as Error).message}`);
+    throw new Error(`Cannot read tenant configuration ${path}: ${(e as Error).message}`, { cause: e });
   }
   return applyTenantFile(handle.db, new SecretBox(handle.db, config.SECRETS_KEY), doc);
 }

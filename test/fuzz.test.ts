@@ -538,7 +538,7 @@ async function check(r: FuzzRequest): Promise<void> {
   family.set(res.status, (family.get(res.status) ?? 0) + 1);
   stats.set(r.family, family);
   if (r.kind === 'graphql' && /json/.test(res.contentType)) {
-    let outcome = 'other';
+    let outcome: string;
     try {
       const body = JSON.parse(res.text);
       outcome = body.errors?.length ? String(body.errors[0]?.extensions?.code ?? 'no code') : body.data ? 'data' : 'other';

@@ -95,7 +95,7 @@ async function send(url: string, init: RequestInit): Promise<{ status: number; t
     res = await fetch(url, { ...init, signal: AbortSignal.timeout(30_000) });
   } catch (e) {
     const cause = e instanceof Error && e.cause instanceof Error ? e.cause.message : e instanceof Error ? e.message : String(e);
-    throw new Error(`cannot reach ${url}: ${cause}`);
+    throw new Error(`cannot reach ${url}: ${cause}`, { cause: e });
   }
   return { status: res.status, text: await res.text() };
 }

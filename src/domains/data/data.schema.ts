@@ -62,7 +62,7 @@ const DataPointConnection = builder.connectionObject({ type: DataPointRef, name:
  * loads of a whole page of subjects, whose resolvers reach it after awaiting other loaders.
  */
 const pointLoaders = createContextCache(
-  (ctx: Context) =>
+  (_ctx: Context) =>
     new Map<string, DataLoader<SubjectKey, CachedPoints, string>>(),
 );
 

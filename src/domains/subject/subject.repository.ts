@@ -156,6 +156,7 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
   if (f.entityKeys) {
     const keys = f.entityKeys;
     // One subquery, whatever the subtree's size: locations at the entities, or below them via `path`.
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the builder of a query whose joins vary by filter
     const at = (eb: any): Expression<SqlBool> =>
       f.descendants
         ? eb.or([
@@ -177,6 +178,7 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
     );
   }
   if (f.values && f.values.length > 0) {
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the builder of a query whose joins vary by filter
     const conds = (eb: any): Expression<SqlBool>[] =>
       f.values!.map(({ key, texts }) =>
         eb.exists(

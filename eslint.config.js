@@ -1,0 +1,32 @@
+// ESLint (flat config): typescript-eslint's recommended rules, type-aware where it pays (promises that
+// are neither awaited nor handled, promises passed where a callback's result is ignored). Formatting is
+// Prettier's (`npm run format`); the layer rules are dependency-cruiser's (.dependency-cruiser.cjs).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/', 'node_modules/', 'coverage/', 'src/generated/', 'bench/results/', '.data/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js'] }, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false, attributes: false } }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' }],
+      // A closure that reads a variable before its one assignment (the shutdown path) needs `let`.
+      'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
+    },
+  },
+  {
+    // Migrations take Kysely<any> (Kysely's convention: they are frozen, and must not import the app's
+    // Database interface, which describes the latest schema only).
+    files: ['db/migrations/**'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+  {
+    // Tests and benches read arbitrary JSON answers of the service; typing each one adds nothing.
+    files: ['test/**', 'bench/**'],
+    rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+);
