@@ -1,6 +1,7 @@
 import { type Expression, sql } from 'kysely';
 import type { DataTypeName } from './db.js';
 import type { ErrorCollector } from './errors.js';
+import { validDate } from './core/dates.js';
 import type { SortSqlType } from './paging.js';
 
 export const DATA_TYPES: readonly DataTypeName[] = ['Boolean', 'String', 'Integer', 'Decimal', 'DateTime', 'Date', 'Time', 'UserIdentifier'];
@@ -36,14 +37,6 @@ const MIN_INSTANT = new Date(0).setUTCFullYear(1, 0, 1);
 const MAX_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
 const INT32_MIN = -2147483648;
 const INT32_MAX = 2147483647;
-
-/** A real calendar date from year 1 (PostgreSQL has no year 0); setUTCFullYear keeps years below 100. */
-export function validDate(y: number, m: number, d: number): boolean {
-  if (y < 1) return false;
-  const date = new Date(0);
-  date.setUTCFullYear(y, m - 1, d);
-  return date.getUTCFullYear() === y && date.getUTCMonth() === m - 1 && date.getUTCDate() === d;
-}
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const TIME = /^(\d{2}):(\d{2})(?::(\d{2}))?$/;

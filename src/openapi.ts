@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { PERMISSIONS } from './domains/auth/permissions.js';
 import { problem } from './errors.js';
-import { type RouteDef, documentedType, unwrap } from './rest.js';
+import { unwrap } from './core/input.js';
+import { type RouteDef, documentedType } from './rest.js';
 
 type JsonSchema = Record<string, unknown>;
 

@@ -1,5 +1,5 @@
 import { type Expression, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
-import { validDate } from './custom-fields.js';
+import { validDate } from './core/dates.js';
 import { ValidationError } from './errors.js';
 
 /** D6: page size when neither first nor last is given, and the bound on both. */

@@ -12,6 +12,7 @@ import { type Gate, requireToken } from './domains/auth/authenticate.js';
 import type { Scope } from './domains/auth/permissions.js';
 import type { TokenService } from './domains/auth/tokens.js';
 import type { DataCache } from './domains/data/data-cache.js';
+import { MAX_LIST_ITEMS, boundsProblem, canonicalKeys, defOf, setOwn, textProblem, unwrap } from './core/input.js';
 import { AppError, type FieldErrors, NotFoundError, ValidationError, problem } from './errors.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paging.js';
 
@@ -65,42 +66,6 @@ export function defineRoute<TData, TVars, P = Record<string, never>, Q = Record<
 /** `customFieldValues[2].value` → `CustomFieldValues[2].Value` (D5: the contract's casing). */
 export function pascalLocation(path: string): string {
   return path.replace(/(^|\.)([a-z])/g, (_m, dot: string, c: string) => dot + c.toUpperCase());
-}
-
-type ZodDef = { type: string; shape?: Record<string, z.ZodType>; element?: z.ZodType; innerType?: z.ZodType; in?: z.ZodType };
-const defOf = (s: z.ZodType): ZodDef => (s as unknown as { _zod: { def: ZodDef } })._zod.def;
-
-/** Unwraps optional/nullable/default/pipe wrappers to the schema that describes the shape. */
-export function unwrap(s: z.ZodType): z.ZodType {
-  let d = defOf(s);
-  while (d.innerType || (d.type === 'pipe' && d.in)) {
-    s = (d.innerType ?? d.in)!;
-    d = defOf(s);
-  }
-  return s;
-}
-
-/** Renames object keys to the schema's spelling, matched case-insensitively (D5, as ASP.NET binds). */
-export function canonicalKeys(value: unknown, schema: z.ZodType): unknown {
-  const s = unwrap(schema);
-  const d = defOf(s);
-  if (d.type === 'array' && Array.isArray(value)) return value.map((v) => canonicalKeys(v, d.element!));
-  if (d.type === 'object' && d.shape && typeof value === 'object' && value !== null && !Array.isArray(value)) {
-    const names = new Map(Object.keys(d.shape).map((k) => [k.toLowerCase(), k]));
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) {
-      const name = names.get(k.toLowerCase()) ?? k;
-      // Own properties only: a request's `constructor` or `__proto__` is a name like any other (issue 9).
-      setOwn(out, name, Object.hasOwn(d.shape, name) ? canonicalKeys(v, d.shape[name]!) : v);
-    }
-    return out;
-  }
-  return value;
-}
-
-/** Sets `name` as an own property, whatever the name (`__proto__` would otherwise set the prototype). */
-function setOwn(target: Record<string, unknown>, name: string, value: unknown): void {
-  Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
 }
 
 /** Query string → object with the schema's names: repeated names are lists, list items may be comma-separated (D5). */
@@ -261,46 +226,6 @@ export function restRouter(deps: { db: Db; tokens: TokenService; schema: GraphQL
     }
   }
   return router;
-}
-
-/** How deep JSON bodies may nest (the contract's deepest body nests 5 levels). */
-export const MAX_BODY_NESTING = 32;
-
-/** Items a list in a request may have (D6's largest page), and characters a text may have. */
-export const MAX_LIST_ITEMS = 1000;
-export const MAX_TEXT_LENGTH = 65_536;
-
-/**
- * The first place where a request value nests deeper than MAX_BODY_NESTING, or holds a list longer than
- * MAX_LIST_ITEMS or a text longer than MAX_TEXT_LENGTH; found without recursion (issue 9).
- */
-export function boundsProblem(value: unknown): { at: string; message: string } | undefined {
-  const stack: [unknown, string, number][] = [[value, '', 0]];
-  while (stack.length > 0) {
-    const [v, at, depth] = stack.pop()!;
-    if (typeof v === 'string') {
-      if (v.length > MAX_TEXT_LENGTH) return { at: at || '$', message: `A text may have at most ${MAX_TEXT_LENGTH} characters.` };
-      continue;
-    }
-    if (typeof v !== 'object' || v === null) continue;
-    if (depth >= MAX_BODY_NESTING) return { at: '$', message: `The value nests deeper than ${MAX_BODY_NESTING} levels.` };
-    if (Array.isArray(v)) {
-      if (v.length > MAX_LIST_ITEMS) return { at: at || '$', message: `A list may have at most ${MAX_LIST_ITEMS} items.` };
-      v.forEach((child, i) => stack.push([child, `${at}[${i}]`, depth + 1]));
-    } else {
-      for (const [k, child] of Object.entries(v)) stack.push([child, at ? `${at}.${k}` : k, depth + 1]);
-    }
-  }
-  return undefined;
-}
-
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** What is wrong with a text for PostgreSQL, if anything: U+0000 (P3), or a lone UTF-16 surrogate (issue 9). */
-export function textProblem(s: string): string | undefined {
-  if (s.includes('\u0000')) return 'Must not contain the NUL character (U+0000).';
-  if (LONE_SURROGATE.test(s)) return 'Must be well-formed Unicode (no lone surrogate).';
-  return undefined;
 }
 
 // Text PostgreSQL cannot store as sent is bad input: 400 naming each location (contract casing, as

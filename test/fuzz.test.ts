@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { buildSchema } from 'graphql';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { unwrap } from '../src/rest.js';
+import { unwrap } from '../src/core/input.js';
 import { routes } from '../src/routes.js';
 import {
   type FieldInfo,

@@ -7,7 +7,7 @@ import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ProblemDetailsSchema, ValidationProblemDetailsSchema } from '../src/openapi.js';
 import { routes } from '../src/routes.js';
-import { unwrap } from '../src/rest.js';
+import { unwrap } from '../src/core/input.js';
 import { type TestApp, type TestTenant, createTenant, expectValidation, startApp } from './helpers.js';
 
 // GET /openapi.json (D4: no token needed): OpenAPI 3.1 generated from the route table, valid for a

@@ -17,7 +17,7 @@ import {
 } from 'cockatiel';
 import * as oauth from 'oauth4webapi';
 import type { Logger } from 'pino';
-import { canonicalKeys } from '../../rest.js';
+import { canonicalKeys } from '../../core/input.js';
 import { type DataPoint, ProviderPageSchema } from './data-points.js';
 
 /** A data source as the client calls it (the secret already opened). */

@@ -4,7 +4,7 @@ import type { DataTypeName } from '../../db.js';
 import { PERMISSIONS, SCOPES } from '../auth/permissions.js';
 import { isSecretHash } from '../auth/secrets.js';
 import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/invitation-mail.js';
-import { canonicalKeys } from '../../rest.js';
+import { canonicalKeys } from '../../core/input.js';
 
 const key = z.string().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
 const dataType = z.enum(DATA_TYPES as [DataTypeName, ...DataTypeName[]]);
