@@ -132,8 +132,9 @@ export class Admission {
    * headers to send (draft-ietf-httpapi-ratelimit-headers), or a 429 carrying them and Retry-After.
    */
   private async rate(who: Requester): Promise<Record<string, string>> {
-    if (!this.limiter || !this.opts.rateLimit) return {};
-    const { requests, windowSeconds } = this.opts.rateLimit;
+    const rate = this.opts.rateLimit;
+    if (!this.limiter || !rate) return {};
+    const { requests, windowSeconds } = rate;
     const headers = (r: RateLimiterRes) => ({
       'RateLimit-Policy': `"client";q=${requests};w=${windowSeconds}`,
       RateLimit: `"client";r=${Math.max(0, r.remainingPoints)};t=${Math.ceil(r.msBeforeNext / 1000)}`,

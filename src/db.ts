@@ -576,7 +576,9 @@ async function listenPostgres(url: string, channel: string, h: NotificationHandl
     timer = setTimeout(() => connect().catch(() => !closed && retry(Math.min(delay * 2, 5000))), delay);
     timer.unref();
   };
-  await connect();
+  // A database that is away now (it may have dropped right after start-up's migrations) is waited for
+  // like a dropped connection: the caller works without notifications until `connected`.
+  await connect().catch(() => retry(250));
   return {
     close: async () => {
       closed = true;

@@ -160,8 +160,13 @@ async function main(): Promise<void> {
     void stop('uncaughtException', 1);
   });
 
-  handle = await openMigratedDatabase(config, logger, { stopping: () => stopping });
-  const db = handle.db;
+  // Stopped while waiting for the database: `stop` exits (0), not the failed wait.
+  const opened = await openMigratedDatabase(config, logger, { stopping: () => stopping }).catch((e: unknown): Promise<DatabaseHandle> => {
+    if (stopping) return new Promise(() => {});
+    throw e;
+  });
+  handle = opened;
+  const db = opened.db;
 
   let created = false;
   if (config.TENANT_CONFIG) {
