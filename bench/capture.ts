@@ -12,9 +12,9 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CompiledQuery } from 'kysely';
 import { pino } from 'pino';
-import { buildApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import type { DatabaseHandle } from '../src/db.js';
+import { buildApp } from '../src/app/app.js';
+import { loadConfig } from '../src/core/config.js';
+import type { DatabaseHandle } from '../src/db/tables.js';
 import { type Scenario, type ScenarioContext, DATA_POINTS_PAGE, buildScenarios, upsertBody } from './scenarios.js';
 import { CLIENT, LEVELS, TENANT_KEY, employeeNumber, entityKey, sentSubjectValues } from './tenant-data.js';
 

@@ -26,12 +26,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { pino } from 'pino';
-import { type App, buildApp } from '../src/app.js';
-import { type Config, loadConfig } from '../src/config.js';
-import { type DatabaseHandle, migrateToLatest, openDatabase } from '../src/db.js';
+import { type App, buildApp } from '../src/app/app.js';
+import { type Config, loadConfig } from '../src/core/config.js';
+import { type DatabaseHandle, migrateToLatest, openDatabase } from '../src/db/tables.js';
 import { ProviderClient, type ProviderSource } from '../src/domains/data/provider-client.js';
 import { SecretBox } from '../src/domains/data/secret-box.js';
-import { applyTenantFile } from '../src/domains/tenant/tenant.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
 
 const SUBJECTS = 50;

@@ -11,11 +11,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
-import { type DatabaseHandle, type Db, openDatabase } from '../src/db.js';
+import { type DatabaseHandle, type Db, openDatabase } from '../src/db/tables.js';
 import { SecretBox } from '../src/domains/data/secret-box.js';
 import { matchingKeyOf, valueRows } from '../src/domains/subject/subject-values.js';
 import { loadSubjectConfig } from '../src/domains/subject/subject.repository.js';
-import { applyTenantFile } from '../src/domains/tenant/tenant.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import {
   CLIENT,
   EXTRACT_KEY,

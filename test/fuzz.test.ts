@@ -7,7 +7,7 @@ import { buildSchema } from 'graphql';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unwrap } from '../src/core/input.js';
-import { routes } from '../src/routes.js';
+import { routes } from '../src/app/routes.js';
 import {
   type FieldInfo,
   type J,

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import type { TestProject } from 'vitest/node';
-import { migrateToLatest, openDatabase } from '../src/db.js';
+import { migrateToLatest, openDatabase } from '../src/db/tables.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

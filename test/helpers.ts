@@ -9,12 +9,12 @@ import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { type KyselyPlugin, sql } from 'kysely';
 import { type DestinationStream, pino } from 'pino';
 import { expect, inject } from 'vitest';
-import { buildApp } from '../src/app.js';
-import { type Config, loadConfig } from '../src/config.js';
-import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db.js';
+import { buildApp } from '../src/app/app.js';
+import { type Config, loadConfig } from '../src/core/config.js';
+import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db/tables.js';
 import type { TokenService } from '../src/domains/auth/tokens.js';
 import { SecretBox } from '../src/domains/data/secret-box.js';
-import { applyTenantFile } from '../src/domains/tenant/tenant.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 
 export interface TestApp {
   url: string;

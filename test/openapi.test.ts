@@ -5,8 +5,8 @@ import { createConfig, lintFromString } from '@redocly/openapi-core';
 import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProblemDetailsSchema, ValidationProblemDetailsSchema } from '../src/openapi.js';
-import { routes } from '../src/routes.js';
+import { ProblemDetailsSchema, ValidationProblemDetailsSchema } from '../src/http/openapi/openapi.js';
+import { routes } from '../src/app/routes.js';
 import { unwrap } from '../src/core/input.js';
 import { type TestApp, type TestTenant, createTenant, expectValidation, startApp } from './helpers.js';
 

@@ -2,7 +2,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../db/migrations.js';
-import { printedSchema } from '../src/schema.js';
+import { printedSchema } from '../src/app/schema.js';
 import { ApiClient, type TestApp, type TestTenant, createTenant, startApp } from './helpers.js';
 
 // D11 GraphQL: the checked-in schema, the migrations list, the depth and cost limits, GraphiQL, the

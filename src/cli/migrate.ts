@@ -1,5 +1,5 @@
-import { loadConfig } from '../config.js';
-import { openMigratedDatabase } from '../runtime.js';
+import { loadConfig } from '../core/config.js';
+import { openMigratedDatabase } from '../app/runtime.js';
 
 // `npm run migrate`: brings the configured database to the latest migration.
 try {

@@ -1,5 +1,5 @@
 import { writeFileSync } from 'node:fs';
-import { printedSchema } from '../schema.js';
+import { printedSchema } from '../app/schema.js';
 
 // `npm run schema`: rewrites schema.graphql from the Pothos schema (a test fails when it drifts).
 writeFileSync(new URL('../../schema.graphql', import.meta.url), printedSchema());

@@ -1,6 +1,6 @@
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../core/config.js';
 import { TokenService } from '../domains/auth/tokens.js';
-import { openMigratedDatabase } from '../runtime.js';
+import { openMigratedDatabase } from '../app/runtime.js';
 
 // `npm run keys:rotate`: a new signing key; tokens signed by the old one stay valid until they expire.
 try {

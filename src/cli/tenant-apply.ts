@@ -1,5 +1,5 @@
-import { loadConfig } from '../config.js';
-import { applyTenantFilePath, openMigratedDatabase } from '../runtime.js';
+import { loadConfig } from '../core/config.js';
+import { applyTenantFilePath, openMigratedDatabase } from '../app/runtime.js';
 
 // `npm run tenant:apply -- FILE`: applies a tenant configuration file (D3) without serving.
 const file = process.argv[2];

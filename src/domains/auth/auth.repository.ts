@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Db, SigningKey } from '../../db.js';
+import type { Db, SigningKey } from '../../db/tables.js';
 
 /**
  * The client of a tenant, by the tenant's key (token endpoint, every authenticated request), with the

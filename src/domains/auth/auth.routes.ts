@@ -1,7 +1,7 @@
 import express, { type Request, type Response, Router } from 'express';
-import type { Db } from '../../db.js';
+import type { Db } from '../../db/tables.js';
 import { findClientByTenantKey } from './auth.repository.js';
-import { SCOPES } from './permissions.js';
+import { SCOPES } from '../../core/permissions.js';
 import { verifySecret } from './secrets.js';
 import type { TokenService } from './tokens.js';
 

@@ -1,8 +1,8 @@
 import type { NextFunction, Request, Response } from 'express';
-import type { Db } from '../../db.js';
-import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
+import type { Db } from '../../db/tables.js';
+import { ForbiddenError, UnauthenticatedError } from '../../core/errors.js';
 import { findClientByTenantKey } from './auth.repository.js';
-import type { Principal, Scope } from './permissions.js';
+import type { Principal, Scope } from '../../core/permissions.js';
 import { InvalidTokenError, type TokenService } from './tokens.js';
 
 declare module 'express-serve-static-core' {

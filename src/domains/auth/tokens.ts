@@ -13,8 +13,8 @@ import {
   importJWK,
   jwtVerify,
 } from 'jose';
-import type { Config } from '../../config.js';
-import { type Db, inTransaction } from '../../db.js';
+import type { Config } from '../../core/config.js';
+import { type Db, inTransaction } from '../../db/tables.js';
 import { findActiveKey, insertActiveKey, listPublishedKeys, retireActiveKey } from './auth.repository.js';
 
 const ALG = 'ES256';

@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { bulkhead } from 'cockatiel';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import type { Config } from '../../config.js';
-import { type Db, type Listen, inTransaction } from '../../db.js';
-import { ProviderUnavailableError } from '../../errors.js';
+import type { Config } from '../../core/config.js';
+import { type Db, type Listen, inTransaction } from '../../db/tables.js';
+import { ProviderUnavailableError } from '../../core/errors.js';
 import { findSubjectsByIds, loadSubjectConfig } from '../subject/subject.repository.js';
 import type { DataPoint } from './data-points.js';
 import {

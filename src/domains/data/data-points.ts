@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { validDate } from '../../core/dates.js';
-import { type Scalar, sortKeyOf } from '../../custom-fields.js';
+import { type Scalar, sortKeyOf } from '../custom-field/custom-field.js';
 
 /** The data types of a data point item (the contract's table; UserIdentifier is not among them). */
 export const POINT_TYPES = ['String', 'Decimal', 'Integer', 'DateTime', 'Date', 'Time', 'Boolean'] as const;

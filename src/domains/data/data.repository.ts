@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { type DataCacheRow, type DataExtractRow, type DataSourceRow, type Db, inTransaction } from '../../db.js';
+import { type DataCacheRow, type DataExtractRow, type DataSourceRow, type Db, inTransaction } from '../../db/tables.js';
 import type { DataPoint } from './data-points.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };

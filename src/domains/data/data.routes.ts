@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
-import { problem } from '../../errors.js';
-import { defineRoute, pascalLocation } from '../../rest.js';
+import { problem } from '../../core/errors.js';
+import { defineRoute, pascalLocation } from '../../http/rest/route.js';
 
 // Examples from the demo tenant (config/demo.tenant.json: extract steps-week; config/demo.subjects.json: E-1003).
 const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';

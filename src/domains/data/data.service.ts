@@ -1,9 +1,9 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { Context } from '../../context.js';
-import { type DataExtractRow, isUniqueViolation } from '../../db.js';
-import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../errors.js';
+import type { Context } from '../../graphql/context.js';
+import { type DataExtractRow, isUniqueViolation } from '../../db/tables.js';
+import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../core/errors.js';
 import { MAX_LIST_ITEMS } from '../../core/input.js';
-import { requirePermission } from '../auth/permissions.js';
+import { requirePermission } from '../../core/permissions.js';
 import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../structural-entity/structural-entity.service.js';
 import { cachedSubjectConfig } from '../subject/subject.repository.js';
 import { type DataPoint, POINT_TYPES, pointValueProblem } from './data-points.js';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CompactEncrypt, compactDecrypt } from 'jose';
-import type { Db } from '../../db.js';
+import type { Db } from '../../db/tables.js';
 
 /**
  * Encrypts secrets the service must send on (a data source's client secret), so they cannot be hashed:

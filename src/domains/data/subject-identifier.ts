@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Db, SubjectRow } from '../../db.js';
+import type { Db, SubjectRow } from '../../db/tables.js';
 import { firstText } from '../subject/subject-values.js';
 import { type SubjectConfig, isUuid } from '../subject/subject.repository.js';
 

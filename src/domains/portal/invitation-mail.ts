@@ -1,4 +1,4 @@
-import type { InviteMethod } from '../../db.js';
+import type { InviteMethod } from '../../db/tables.js';
 
 /** The placeholders an invitation template may use (D3 `portal.invitationSubject/Text/Html`). */
 export const INVITATION_PLACEHOLDERS = ['displayName', 'email', 'subjectName', 'tenantName', 'inviteMethod', 'invitedTo'] as const;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import type { Db, MailOutboxRow, MailStatus } from '../../db.js';
+import type { Db, MailOutboxRow, MailStatus } from '../../db/tables.js';
 
 /** The channel that wakes every instance's sender when an invitation is queued (NOTIFY on commit). */
 export const OUTBOX_CHANNEL = 'ssdi_mail_outbox';

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
 import type { Logger } from 'pino';
-import type { Config } from '../../config.js';
-import type { Db, Listen, MailOutboxRow } from '../../db.js';
+import type { Config } from '../../core/config.js';
+import type { Db, Listen, MailOutboxRow } from '../../db/tables.js';
 import { OUTBOX_CHANNEL, claimDueMails, markFailed, markSent, msUntilNextDue, releaseClaims, stillClaimed } from './outbox.repository.js';
 
 /** Mails claimed (and sent in parallel) at once by one instance. */

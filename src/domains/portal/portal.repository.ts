@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Db, InviteMethod, PortalConfigRow, PortalUserRow } from '../../db.js';
+import type { Db, InviteMethod, PortalConfigRow, PortalUserRow } from '../../db/tables.js';
 
 /** The tenant's portal block (D9: no row = the portal is not configured). */
 export async function loadPortalConfig(db: Db, tenantId: string): Promise<PortalConfigRow | undefined> {

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
 import type { RestPortalUserFragment } from '../../generated/graphql.js';
-import { problem } from '../../errors.js';
-import { camelPageSchema, defineRoute, pagingQuery, pagingVariables, pascalLocation, restCamelPage } from '../../rest.js';
+import { problem } from '../../core/errors.js';
+import { camelPageSchema, defineRoute, pagingQuery, pagingVariables, pascalLocation, restCamelPage } from '../../http/rest/route.js';
 import { isUuid } from '../subject/subject.repository.js';
 
 graphql(`

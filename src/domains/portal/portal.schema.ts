@@ -1,11 +1,11 @@
 import { createContextCache } from '@pothos/core';
 import { sql } from 'kysely';
-import { builder } from '../../builder.js';
-import { orderArgs, pageComplexity } from '../../connections.js';
-import type { Context } from '../../context.js';
-import type { MailOutboxRow, MailStatus, PortalUserRow } from '../../db.js';
-import { NotFoundError, ValidationError } from '../../errors.js';
-import { type PageArgs, type SortKey, paginate, paginateLoaded } from '../../paging.js';
+import { builder } from '../../graphql/builder.js';
+import { orderArgs, pageComplexity } from '../../graphql/connections.js';
+import type { Context } from '../../graphql/context.js';
+import type { MailOutboxRow, MailStatus, PortalUserRow } from '../../db/tables.js';
+import { NotFoundError, ValidationError } from '../../core/errors.js';
+import { type PageArgs, type SortKey, paginate, paginateLoaded } from '../../db/paging.js';
 import { findSubjectsByIds } from '../subject/subject.repository.js';
 import { SubjectRef, subjectUuid } from '../subject/subject.schema.js';
 import { outboxListQuery, outboxStats } from './outbox.repository.js';

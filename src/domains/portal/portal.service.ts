@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { type Db, type PortalConfigRow, type PortalUserRow, type SubjectRow, inTransaction } from '../../db.js';
-import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../errors.js';
-import { type Principal, requirePermission } from '../auth/permissions.js';
+import { type Db, type PortalConfigRow, type PortalUserRow, type SubjectRow, inTransaction } from '../../db/tables.js';
+import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
+import { type Principal, requirePermission } from '../../core/permissions.js';
 import { firstText } from '../subject/subject-values.js';
 import { type SubjectConfig, loadSubjectConfig, lockSubjectById } from '../subject/subject.repository.js';
 import { type InvitationTemplate, invitationValues, renderInvitation } from './invitation-mail.js';

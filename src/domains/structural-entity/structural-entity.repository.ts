@@ -1,7 +1,7 @@
 import { type SqlBool, sql } from 'kysely';
-import type { FieldDef } from '../../custom-fields.js';
-import type { Db, StructuralEntityRow, StructureType } from '../../db.js';
-import { matchesTerm } from '../../search.js';
+import type { FieldDef } from '../custom-field/custom-field.js';
+import type { Db, StructuralEntityRow, StructureType } from '../../db/tables.js';
+import { matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 
 export type StructureTypeWithFields = StructureType & { fields: FieldDef[] };

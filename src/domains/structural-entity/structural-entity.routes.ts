@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { NotFoundError } from '../../errors.js';
+import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestStructuralEntityFragment } from '../../generated/graphql.js';
-import { problem } from '../../errors.js';
-import { SentValueSchema, defineRoute, documentedAs, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../rest.js';
+import { problem } from '../../core/errors.js';
+import { SentValueSchema, defineRoute, documentedAs, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/route.js';
 
 graphql(`
   fragment RestStructuralEntity on StructuralEntity {

@@ -1,14 +1,14 @@
 import { createContextCache } from '@pothos/core';
 import { sql } from 'kysely';
-import { builder } from '../../builder.js';
-import { orderArgs, pageComplexity } from '../../connections.js';
-import type { Context } from '../../context.js';
-import { type Scalar, jsonFieldSortExpr, sortKeyOf, sqlTypeOf } from '../../custom-fields.js';
-import { CustomFieldRef, CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../../custom-fields.schema.js';
-import type { StructuralEntityRow } from '../../db.js';
-import { ValidationError } from '../../errors.js';
-import { type PageArgs, type SortKey, paginate } from '../../paging.js';
-import { requirePermission } from '../auth/permissions.js';
+import { builder } from '../../graphql/builder.js';
+import { orderArgs, pageComplexity } from '../../graphql/connections.js';
+import type { Context } from '../../graphql/context.js';
+import { type Scalar, jsonFieldSortExpr, sortKeyOf, sqlTypeOf } from '../custom-field/custom-field.js';
+import { CustomFieldRef, CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../custom-field/custom-field.schema.js';
+import type { StructuralEntityRow } from '../../db/tables.js';
+import { ValidationError } from '../../core/errors.js';
+import { type PageArgs, type SortKey, paginate } from '../../db/paging.js';
+import { requirePermission } from '../../core/permissions.js';
 import {
   type EntityFilters,
   countRows,

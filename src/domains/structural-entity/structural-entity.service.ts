@@ -1,6 +1,6 @@
-import { type FieldDef, type StoredValue, parseSentValues } from '../../custom-fields.js';
-import { type Db, type StructuralEntityRow, inTransaction, isUniqueViolation } from '../../db.js';
-import { ConflictError, ErrorCollector } from '../../errors.js';
+import { type FieldDef, type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
+import { type Db, type StructuralEntityRow, inTransaction, isUniqueViolation } from '../../db/tables.js';
+import { ConflictError, ErrorCollector } from '../../core/errors.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { reportUnknownUsers } from '../user/user.repository.js';
 import {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { type FieldDef, type Scalar, type StoredValue, readTyped, sortKeyOf, valueText } from '../../custom-fields.js';
-import type { DataTypeName, NewSubjectValue } from '../../db.js';
+import { type FieldDef, type Scalar, type StoredValue, readTyped, sortKeyOf, valueText } from '../custom-field/custom-field.js';
+import type { DataTypeName, NewSubjectValue } from '../../db/tables.js';
 
 /**
  * The rows of `subject_value` for one subject (every field gets an ordinal-0 row, see migration 0002),

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { type Expression, type SqlBool, sql } from 'kysely';
-import type { FieldDef } from '../../custom-fields.js';
-import type { Db, StructuralEntityRow, SubjectRow } from '../../db.js';
-import { matchScore, matchesTerm } from '../../search.js';
+import type { FieldDef } from '../custom-field/custom-field.js';
+import type { Db, StructuralEntityRow, SubjectRow } from '../../db/tables.js';
+import { matchScore, matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 import { readDataVersion } from '../tenant/tenant.repository.js';
 import { valueRows } from './subject-values.js';

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { NotFoundError } from '../../errors.js';
+import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestSubjectFragment, RestSubjectWithLocationsFragment } from '../../generated/graphql.js';
-import { problem } from '../../errors.js';
-import { SentValueSchema, defineRoute, documentedAs, pageSchema, pagingQuery, pagingVariables, pascalLocation, restPage, sentValues } from '../../rest.js';
+import { problem } from '../../core/errors.js';
+import { SentValueSchema, defineRoute, documentedAs, pageSchema, pagingQuery, pagingVariables, pascalLocation, restPage, sentValues } from '../../http/rest/route.js';
 import { RestStructuralEntitySchema, exampleHeadOffice, exampleSalesNorth, toRestEntity } from '../structural-entity/structural-entity.routes.js';
 import { isUuid } from './subject.repository.js';
 

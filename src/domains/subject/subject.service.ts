@@ -1,7 +1,7 @@
-import { type StoredValue, parseSentValues } from '../../custom-fields.js';
-import { type Db, type SubjectRow, inTransaction, isUniqueViolation } from '../../db.js';
-import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../errors.js';
-import { type Principal, requirePermission } from '../auth/permissions.js';
+import { type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
+import { type Db, type SubjectRow, inTransaction, isUniqueViolation } from '../../db/tables.js';
+import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
+import { type Principal, requirePermission } from '../../core/permissions.js';
 import { findStructureTypes } from '../structural-entity/structural-entity.repository.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { reportUnknownUsers } from '../user/user.repository.js';

@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { Db } from '../../db.js';
+import type { Db } from '../../db/tables.js';
 
 /**
  * Memoises what only a tenant apply changes, per instance, under `(tenant, config_version)` (P48). Every

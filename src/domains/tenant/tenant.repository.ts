@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Db } from '../../db.js';
+import type { Db } from '../../db/tables.js';
 
 /**
  * Marks a change of the tenant's subject lists: subjects, their locations, or the entity tree (which

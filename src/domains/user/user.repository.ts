@@ -1,8 +1,8 @@
 import { type SqlBool, sql } from 'kysely';
-import type { UserReference } from '../../custom-fields.js';
-import type { AppUserRow, Db } from '../../db.js';
-import type { ErrorCollector } from '../../errors.js';
-import { matchesTerm } from '../../search.js';
+import type { UserReference } from '../custom-field/custom-field.js';
+import type { AppUserRow, Db } from '../../db/tables.js';
+import type { ErrorCollector } from '../../core/errors.js';
+import { matchesTerm } from '../../db/search.js';
 
 /** Reports every UserIdentifier value that names no user of the tenant (D7), in one query. */
 export async function reportUnknownUsers(db: Db, tenantId: string, refs: readonly UserReference[], errors: ErrorCollector): Promise<void> {

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
-import { problem } from '../../errors.js';
-import { defineRoute, documentedAs } from '../../rest.js';
-import { MAX_PAGE_SIZE } from '../../paging.js';
+import { problem } from '../../core/errors.js';
+import { defineRoute, documentedAs } from '../../http/rest/route.js';
+import { MAX_PAGE_SIZE } from '../../db/paging.js';
 
 const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
 

@@ -1,12 +1,12 @@
 import { type ArgBuilder, createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import { sql } from 'kysely';
-import { type Types, builder } from '../../builder.js';
-import { orderArgs, pageComplexity } from '../../connections.js';
-import type { Context } from '../../context.js';
-import type { AppUserRow } from '../../db.js';
-import { NotFoundError, ValidationError } from '../../errors.js';
-import { type PageArgs, type SortKey, paginate } from '../../paging.js';
+import { type Types, builder } from '../../graphql/builder.js';
+import { orderArgs, pageComplexity } from '../../graphql/connections.js';
+import type { Context } from '../../graphql/context.js';
+import type { AppUserRow } from '../../db/tables.js';
+import { NotFoundError, ValidationError } from '../../core/errors.js';
+import { type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { StructuralEntityRef } from '../structural-entity/structural-entity.schema.js';
 import { SubjectRef, subjectUuid } from '../subject/subject.schema.js';
 import { type UserFilters, countUsers, findEntityKeysOfGroups, findGroupsOfUsers, findUsersByIds, userListQuery } from './user.repository.js';

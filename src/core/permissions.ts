@@ -1,4 +1,4 @@
-import { ForbiddenError } from '../../errors.js';
+import { ForbiddenError } from './errors.js';
 
 /** The contract's permission strings (D4), plus the ones D4 adds. */
 export const PERMISSIONS = [

@@ -1,6 +1,6 @@
 import type { ArgBuilder } from '@pothos/core';
 import { type Types, builder } from './builder.js';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paging.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../db/paging.js';
 
 export const OrderDirectionEnum = builder.enumType('OrderDirection', {
   values: { ASCENDING: { value: 'ASCENDING' }, DESCENDING: { value: 'DESCENDING' } } as const,

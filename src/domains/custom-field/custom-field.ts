@@ -1,8 +1,8 @@
 import { type Expression, sql } from 'kysely';
-import type { DataTypeName } from './db.js';
-import type { ErrorCollector } from './errors.js';
-import { validDate } from './core/dates.js';
-import type { SortSqlType } from './paging.js';
+import type { DataTypeName } from '../../db/tables.js';
+import type { ErrorCollector } from '../../core/errors.js';
+import { validDate } from '../../core/dates.js';
+import type { SortSqlType } from '../../db/paging.js';
 
 export const DATA_TYPES: readonly DataTypeName[] = ['Boolean', 'String', 'Integer', 'Decimal', 'DateTime', 'Date', 'Time', 'UserIdentifier'];
 

@@ -1,13 +1,13 @@
 import { isDeepStrictEqual } from 'node:util';
 import { type SqlBool, sql } from 'kysely';
-import { type Db, inTransaction } from '../../db.js';
-import { ConflictError, ValidationError } from '../../errors.js';
+import { type Db, inTransaction } from '../../db/tables.js';
+import { ConflictError, ValidationError } from '../../core/errors.js';
 import { hashSecret, verifySecret } from '../auth/secrets.js';
 import type { SecretBox } from '../data/secret-box.js';
 import { flagExtract, notifyInvalidation } from '../data/data.repository.js';
 import { upsertStructuralEntity } from '../structural-entity/structural-entity.service.js';
 import { reindexSubjects } from '../subject/subject.service.js';
-import { type KnownKeys, type TenantConfig, type TenantFile, fileRules, jsonPath, referenceRules, tenantFileSchema } from './tenant-config.js';
+import { type KnownKeys, type TenantConfig, type TenantFile, fileRules, jsonPath, referenceRules, tenantFileSchema } from './tenant-file.js';
 
 /** An invalid tenant file: every problem with its JSON path. Nothing was written. */
 export class TenantConfigError extends Error {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { DATA_TYPES } from '../../custom-fields.js';
-import type { DataTypeName } from '../../db.js';
-import { PERMISSIONS, SCOPES } from '../auth/permissions.js';
+import { DATA_TYPES } from '../custom-field/custom-field.js';
+import type { DataTypeName } from '../../db/tables.js';
+import { PERMISSIONS, SCOPES } from '../../core/permissions.js';
 import { isSecretHash } from '../auth/secrets.js';
 import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/invitation-mail.js';
 import { canonicalKeys } from '../../core/input.js';

@@ -4,8 +4,8 @@ import DataloaderPlugin from '@pothos/plugin-dataloader';
 import RelayPlugin from '@pothos/plugin-relay';
 import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import type { Context } from './context.js';
-import { type Permission, hasPermission, isNodeType, requireNodePermission } from './domains/auth/permissions.js';
-import { ForbiddenError, ValidationError } from './errors.js';
+import { type Permission, hasPermission, isNodeType, requireNodePermission } from '../core/permissions.js';
+import { ForbiddenError, ValidationError } from '../core/errors.js';
 
 /** nodes(ids) takes at most this many ids (its cost counts them all). */
 export const MAX_NODE_IDS = 100;

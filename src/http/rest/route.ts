@@ -5,16 +5,16 @@ import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { complexityFromQuery } from '@pothos/plugin-complexity';
-import type { Admission } from './admission.js';
-import { createContext } from './context.js';
-import type { Db } from './db.js';
-import { type Gate, requireToken } from './domains/auth/authenticate.js';
-import type { Scope } from './domains/auth/permissions.js';
-import type { TokenService } from './domains/auth/tokens.js';
-import type { DataCache } from './domains/data/data-cache.js';
-import { MAX_LIST_ITEMS, boundsProblem, canonicalKeys, defOf, setOwn, textProblem, unwrap } from './core/input.js';
-import { AppError, type FieldErrors, NotFoundError, ValidationError, problem } from './errors.js';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paging.js';
+import type { Admission } from '../admission.js';
+import { createContext } from '../../graphql/context.js';
+import type { Db } from '../../db/tables.js';
+import { type Gate, requireToken } from '../../domains/auth/authenticate.js';
+import type { Scope } from '../../core/permissions.js';
+import type { TokenService } from '../../domains/auth/tokens.js';
+import type { DataCache } from '../../domains/data/data-cache.js';
+import { MAX_LIST_ITEMS, boundsProblem, canonicalKeys, defOf, setOwn, textProblem, unwrap } from '../../core/input.js';
+import { AppError, type FieldErrors, NotFoundError, ValidationError, problem } from '../../core/errors.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../db/paging.js';
 
 export interface RestRequest<P, Q, B> {
   params: P;

@@ -1,6 +1,6 @@
 import { type Expression, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
-import { validDate } from './core/dates.js';
-import { ValidationError } from './errors.js';
+import { validDate } from '../core/dates.js';
+import { ValidationError } from '../core/errors.js';
 
 /** D6: page size when neither first nor last is given, and the bound on both. */
 export const DEFAULT_PAGE_SIZE = 20;

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { PERMISSIONS } from './domains/auth/permissions.js';
-import { problem } from './errors.js';
-import { unwrap } from './core/input.js';
-import { type RouteDef, documentedType } from './rest.js';
+import { PERMISSIONS } from '../../core/permissions.js';
+import { problem } from '../../core/errors.js';
+import { unwrap } from '../../core/input.js';
+import { type RouteDef, documentedType } from '../rest/route.js';
 
 type JsonSchema = Record<string, unknown>;
 

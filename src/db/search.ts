@@ -1,5 +1,5 @@
 import { type Expression, type SqlBool, sql } from 'kysely';
-import { ValidationError } from './errors.js';
+import { ValidationError } from '../core/errors.js';
 
 // The search rule of D7 (subjects) and D8 (structural entities), in one place.
 

@@ -1,10 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { pino, type Logger } from 'pino';
-import type { Config } from './config.js';
-import { type DatabaseHandle, migrateToLatest, openDatabase } from './db.js';
-import { isDatabaseUnavailable } from './errors.js';
-import { SecretBox } from './domains/data/secret-box.js';
-import { applyTenantFile } from './domains/tenant/tenant.service.js';
+import type { Config } from '../core/config.js';
+import { type DatabaseHandle, migrateToLatest, openDatabase } from '../db/tables.js';
+import { isDatabaseUnavailable } from '../core/errors.js';
+import { SecretBox } from '../domains/data/secret-box.js';
+import { applyTenantFile } from '../domains/tenant-apply/tenant-apply.service.js';
 
 /** The process logger: JSON lines (pino). */
 export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {

@@ -1,5 +1,5 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { ClientClosedError, ServiceUnavailableError, TooManyRequestsError } from './errors.js';
+import { ClientClosedError, ServiceUnavailableError, TooManyRequestsError } from '../core/errors.js';
 
 /** Who asks: admission shares are per tenant and, within it, per client. */
 export interface Requester {

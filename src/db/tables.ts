@@ -22,8 +22,8 @@ import {
   ValueNode,
 } from 'kysely';
 import pg from 'pg';
-import { migrations } from '../db/migrations.js';
-import { expectedErrorOf, isConnectionLost } from './errors.js';
+import { migrations } from '../../db/migrations.js';
+import { expectedErrorOf, isConnectionLost } from '../core/errors.js';
 
 // int8 (count(*), bigint ids) arrive as strings from both databases; ids stay strings, counts are
 // converted where read.

@@ -1,8 +1,8 @@
 import { type DocumentNode, getOperationAST } from 'graphql';
 import type { Logger } from 'pino';
-import type { Db } from './db.js';
-import type { Principal } from './domains/auth/permissions.js';
-import type { DataCache } from './domains/data/data-cache.js';
+import type { Db } from '../db/tables.js';
+import type { Principal } from '../core/permissions.js';
+import type { DataCache } from '../domains/data/data-cache.js';
 
 /** D10: data served from the cache because its provider failed, reported in `extensions.staleData`. */
 export interface StaleNotice {

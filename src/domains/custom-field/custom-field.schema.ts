@@ -1,6 +1,6 @@
-import { builder } from './builder.js';
-import { type FieldDef, type Scalar, type StoredValue, valueText } from './custom-fields.js';
-import type { DataTypeName } from './db.js';
+import { builder } from '../../graphql/builder.js';
+import { type FieldDef, type Scalar, type StoredValue, valueText } from './custom-field.js';
+import type { DataTypeName } from '../../db/tables.js';
 
 export interface CustomFieldValueShape {
   field: FieldDef;

@@ -1,7 +1,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { GraphQLError, Lexer, Source, TokenKind, parse } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { boundsProblem, textProblem } from './core/input.js';
+import { boundsProblem, textProblem } from '../core/input.js';
 
 /** Tokens a document may have, and how deeply its braces, parentheses and brackets may nest. */
 export const MAX_DOCUMENT_TOKENS = 20_000;

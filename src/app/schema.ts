@@ -1,0 +1,18 @@
+import { lexicographicSortSchema, printSchema } from 'graphql';
+import { builder } from '../graphql/builder.js';
+import '../graphql/scalars.js';
+import '../graphql/connections.js';
+import '../domains/custom-field/custom-field.schema.js';
+import '../domains/structural-entity/structural-entity.schema.js';
+import '../domains/subject/subject.schema.js';
+import '../domains/data/data.schema.js';
+import '../domains/portal/portal.schema.js';
+import '../domains/user/user.schema.js';
+
+/** The executable schema, built once from every domain's types. */
+export const schema = builder.toSchema({ sortSchema: true });
+
+/** `schema.graphql` as checked in: the sorted SDL. */
+export function printedSchema(): string {
+  return `${printSchema(lexicographicSortSchema(schema))}\n`;
+}
