@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import { CompiledQuery } from 'kysely';
-import { type DatabaseHandle, openDatabase } from '../src/db/tables.js';
+import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { type Expected, type ShapeConfig, type StructureTypeConfig, shapeAnswer } from './b1-shape.js';
 
 /** What each scenario answers (written by run.ts from the capture phase). */

@@ -14,7 +14,7 @@ import { CompiledQuery } from 'kysely';
 import { pino } from 'pino';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
-import type { DatabaseHandle } from '../src/db/tables.js';
+import type { DatabaseHandle } from '../src/db/database.js';
 import { type Scenario, type ScenarioContext, DATA_POINTS_PAGE, buildScenarios, upsertBody } from './scenarios.js';
 import { CLIENT, LEVELS, TENANT_KEY, employeeNumber, entityKey, sentSubjectValues } from './tenant-data.js';
 

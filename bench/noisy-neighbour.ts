@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
-import { migrateToLatest } from '../src/db/tables.js';
+import { migrateToLatest } from '../src/db/migrate.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
 import { type LoadResult, type LoadSpec, runLoad } from './load.js';
 import { drain, makeWorkDir, onCleanup, peakRss, pinSelf, resetPeakRss, runMain } from './processes.js';

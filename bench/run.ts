@@ -22,7 +22,7 @@ import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { migrateToLatest } from '../src/db/tables.js';
+import { migrateToLatest } from '../src/db/migrate.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
 import type { BaselineSpec } from './baseline-server.js';
 import { type CapturedScenario, Recorder, capturePhase } from './capture.js';

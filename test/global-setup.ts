@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import type { TestProject } from 'vitest/node';
-import { migrateToLatest, openDatabase } from '../src/db/tables.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { openDatabase } from '../src/db/database.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

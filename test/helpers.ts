@@ -11,7 +11,7 @@ import { type DestinationStream, pino } from 'pino';
 import { expect, inject } from 'vitest';
 import { buildApp } from '../src/app/app.js';
 import { type Config, loadConfig } from '../src/core/config.js';
-import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db/tables.js';
+import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db/database.js';
 import type { TokenService } from '../src/domains/auth/tokens.js';
 import { SecretBox } from '../src/domains/data/secret-box.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';

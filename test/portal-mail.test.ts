@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
-import { type DatabaseHandle, openDatabase } from '../src/db/tables.js';
+import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { eventually } from './fake-provider.js';
 import { ApiClient, type TestApp, type TestTenant, createTenant, openTestDatabase } from './helpers.js';
 import { SmtpSink } from './smtp-sink.js';

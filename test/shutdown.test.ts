@@ -4,7 +4,8 @@ import { Agent, type IncomingHttpHeaders, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { migrateToLatest, openDatabase } from '../src/db/tables.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { openDatabase } from '../src/db/database.js';
 import { FULL_CLIENT, freePort, tenantConfig } from './helpers.js';
 import { FakeProvider, eventually, providerDataSource } from './fake-provider.js';
 

@@ -10,9 +10,11 @@ import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
 import { Admission } from '../http/admission.js';
 import type { Config } from '../core/config.js';
-import { createContext, dataVersionFor } from '../graphql/context.js';
+import { type ContextInit, createContext, dataVersionFor } from '../graphql/context.js';
+import type { Scope } from '../core/permissions.js';
 import type { Context } from '../graphql/context.js';
-import type { Db, Listen } from '../db/tables.js';
+import type { Db } from '../db/tables.js';
+import type { Listen } from '../db/notifications.js';
 import { authRoutes } from '../domains/auth/auth.routes.js';
 import { requireToken } from '../domains/auth/authenticate.js';
 import { TokenService } from '../domains/auth/tokens.js';
@@ -24,7 +26,7 @@ import { graphiqlOptions } from '../http/graphiql.js';
 import { boundedParser, graphqlRequestLimits } from '../graphql/limits.js';
 import { Metrics, type PoolStats } from '../http/metrics.js';
 import { openApiDocument } from '../http/openapi/openapi.js';
-import { methodNotAllowed, restRouter } from '../http/rest/route.js';
+import { methodNotAllowed, restRouter } from '../http/rest/router.js';
 import { routes } from './routes.js';
 import { schema } from './schema.js';
 
@@ -342,6 +344,9 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
   });
 
   const graphiql = config.GRAPHIQL ?? config.NODE_ENV !== 'production';
+  // One authentication and one context for REST routes and /graphql alike.
+  const authenticateFor = (scopes: readonly Scope[]) => requireToken(db, tokens, scopes, (holder, res) => admission.gate(holder, res));
+  const contextOf = (req: Request): ContextInit => ({ db, principal: req.principal!, requestId: String(req.id), log: req.log, data });
   const yoga = createYoga<{ req: Request; res: Response }>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -366,7 +371,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       warn: (...a) => logger.warn(logArgs(a)),
       error: (...a) => logger.error(logArgs(a), 'graphql error'),
     },
-    context: ({ req }) => createContext({ db, principal: req.principal!, requestId: String(req.id), log: req.log, data }),
+    context: ({ req }) => createContext(contextOf(req)),
     plugins: [
       graphqlErrorsAnswer200,
       everyErrorCoded,
@@ -381,7 +386,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     // The limits depend on the variables (first: $n): queryLimits caches what it can itself.
     parserAndValidationCache: { validationCache: false },
   });
-  const graphqlAuth = requireToken(db, tokens, ['ServiceApi'], (holder, res) => admission.gate(holder, res));
+  const graphqlAuth = authenticateFor(['ServiceApi']);
   app.use(
     yoga.graphqlEndpoint,
     (req, res, next) => {
@@ -429,7 +434,7 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     },
   );
 
-  app.use(restRouter({ db, tokens, schema, data, admission, maxBodyBytes: config.MAX_BODY_BYTES }, routes));
+  app.use(restRouter({ schema, admission, maxBodyBytes: config.MAX_BODY_BYTES, authenticate: authenticateFor, context: contextOf }, routes));
 
   // Every known path with its methods: the route table's and the service's own.
   const known = new Map<string, string[]>([

@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { pino, type Logger } from 'pino';
 import type { Config } from '../core/config.js';
-import { type DatabaseHandle, migrateToLatest, openDatabase } from '../db/tables.js';
+import { type DatabaseHandle, openDatabase } from '../db/database.js';
+import { migrateToLatest } from '../db/migrate.js';
 import { isDatabaseUnavailable } from '../core/errors.js';
 import { SecretBox } from '../domains/data/secret-box.js';
 import { applyTenantFile } from '../domains/tenant-apply/tenant-apply.service.js';

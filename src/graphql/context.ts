@@ -2,7 +2,6 @@ import { type DocumentNode, getOperationAST } from 'graphql';
 import type { Logger } from 'pino';
 import type { Db } from '../db/tables.js';
 import type { Principal } from '../core/permissions.js';
-import type { DataCache } from '../domains/data/data-cache.js';
 
 /** D10: data served from the cache because its provider failed, reported in `extensions.staleData`. */
 export interface StaleNotice {
@@ -12,7 +11,8 @@ export interface StaleNotice {
 }
 
 /**
- * Per-request GraphQL context. Pothos keeps its dataloaders in a cache keyed by this object, so every
+ * Per-request GraphQL context. Domains add the services they need by declaration merging (the data
+ * cache: `domains/data/data-cache.ts`), so this layer never imports a domain. Pothos keeps its dataloaders in a cache keyed by this object, so every
  * loader lives exactly as long as one request and never crosses tenants.
  */
 export interface Context {
@@ -20,8 +20,6 @@ export interface Context {
   principal: Principal;
   requestId: string;
   log: Logger;
-  /** The instance's data point cache (shared by requests; its per-request loaders live in the schema). */
-  data: DataCache;
   /** Stale data served in this request, by extract and subject identifier. */
   staleData: Map<string, StaleNotice>;
   /**
@@ -36,7 +34,10 @@ export function dataVersionFor(principal: Principal, document: DocumentNode | un
   return document !== undefined && getOperationAST(document, operationName)?.operation === 'query' ? principal.dataVersion : undefined;
 }
 
+/** What the application supplies for a request's context; the rest is derived per request. */
+export type ContextInit = Omit<Context, 'staleData' | 'dataVersion'>;
+
 /** Builds the context for one request (GraphQL or a REST route executing its operation `document`). */
-export function createContext(init: Omit<Context, 'staleData' | 'dataVersion'>, document?: DocumentNode, operationName?: string | null): Context {
+export function createContext(init: ContextInit, document?: DocumentNode, operationName?: string | null): Context {
   return { ...init, staleData: new Map(), dataVersion: dataVersionFor(init.principal, document, operationName) };
 }

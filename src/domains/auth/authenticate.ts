@@ -5,12 +5,6 @@ import { findClientByTenantKey } from './auth.repository.js';
 import type { Principal, Scope } from '../../core/permissions.js';
 import { InvalidTokenError, type TokenService } from './tokens.js';
 
-declare module 'express-serve-static-core' {
-  interface Request {
-    principal?: Principal;
-  }
-}
-
 const quote = (s: string) => s.replace(/["\\]/g, '');
 
 /** Who a verified token speaks for, before anything is read for it. */

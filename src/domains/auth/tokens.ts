@@ -14,7 +14,8 @@ import {
   jwtVerify,
 } from 'jose';
 import type { Config } from '../../core/config.js';
-import { type Db, inTransaction } from '../../db/tables.js';
+import type { Db } from '../../db/tables.js';
+import { inTransaction } from '../../db/transaction.js';
 import { findActiveKey, insertActiveKey, listPublishedKeys, retireActiveKey } from './auth.repository.js';
 
 const ALG = 'ES256';

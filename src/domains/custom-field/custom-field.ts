@@ -1,4 +1,3 @@
-import { type Expression, sql } from 'kysely';
 import type { DataTypeName } from '../../db/tables.js';
 import type { ErrorCollector } from '../../core/errors.js';
 import { validDate } from '../../core/dates.js';
@@ -269,14 +268,4 @@ export function sqlTypeOf(type: DataTypeName): SortSqlType {
     default:
       return 'text';
   }
-}
-
-/**
- * The typed, orderable value of field `key` inside a jsonb map column; an array field orders by its
- * first element (D6). Text compares in the "C" collation, i.e. by code point.
- */
-export function jsonFieldSortExpr(column: Expression<unknown>, key: string, type: DataTypeName, isArray: boolean): Expression<unknown> {
-  const text = isArray ? sql`(${column} -> ${key} ->> 0)` : sql`(${column} ->> ${key})`;
-  const t = sqlTypeOf(type);
-  return t === 'text' ? sql`(${text} COLLATE "C")` : sql`cast(${text} as ${sql.raw(t)})`;
 }

@@ -3,7 +3,9 @@ import { bulkhead } from 'cockatiel';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config.js';
-import { type Db, type Listen, inTransaction } from '../../db/tables.js';
+import type { Db } from '../../db/tables.js';
+import type { Listen } from '../../db/notifications.js';
+import { inTransaction } from '../../db/transaction.js';
 import { ProviderUnavailableError } from '../../core/errors.js';
 import { findSubjectsByIds, loadSubjectConfig } from '../subject/subject.repository.js';
 import type { DataPoint } from './data-points.js';
@@ -74,6 +76,13 @@ const SWEEP_INTERVAL_MS = 30_000;
 const DELIVERY_WAIT_MS = 2_000;
 const MAX_SUBJECTS_PAYLOAD = 6_000;
 const CLOSE_WAIT_MS = 5_000;
+
+declare module '../../graphql/context.js' {
+  interface Context {
+    /** The instance's data point cache (shared by requests; its per-request loaders live in the schema). */
+    data: DataCache;
+  }
+}
 
 /**
  * The two-level data point cache of D10, one per service instance.

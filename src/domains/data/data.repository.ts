@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
-import { type DataCacheRow, type DataExtractRow, type DataSourceRow, type Db, inTransaction } from '../../db/tables.js';
+import type { DataCacheRow, DataExtractRow, DataSourceRow, Db } from '../../db/tables.js';
+import { inTransaction } from '../../db/transaction.js';
 import type { DataPoint } from './data-points.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };

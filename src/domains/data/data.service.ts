@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Context } from '../../graphql/context.js';
-import { type DataExtractRow, isUniqueViolation } from '../../db/tables.js';
+import type { DataExtractRow } from '../../db/tables.js';
+import { isUniqueViolation } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../core/errors.js';
 import { MAX_LIST_ITEMS } from '../../core/input.js';
 import { requirePermission } from '../../core/permissions.js';

@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config.js';
-import type { Db, Listen, MailOutboxRow } from '../../db/tables.js';
+import type { Db, MailOutboxRow } from '../../db/tables.js';
+import type { Listen } from '../../db/notifications.js';
 import { OUTBOX_CHANNEL, claimDueMails, markFailed, markSent, msUntilNextDue, releaseClaims, stillClaimed } from './outbox.repository.js';
 
 /** Mails claimed (and sent in parallel) at once by one instance. */

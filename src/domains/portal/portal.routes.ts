@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
 import type { RestPortalUserFragment } from '../../generated/graphql.js';
 import { problem } from '../../core/errors.js';
-import { camelPageSchema, defineRoute, pagingQuery, pagingVariables, pascalLocation, restCamelPage } from '../../http/rest/route.js';
+import { camelPageSchema, pagingQuery, pagingVariables, restCamelPage } from '../../http/rest/envelopes.js';
+import { defineRoute, pascalLocation } from '../../http/rest/route.js';
 import { isUuid } from '../subject/subject.repository.js';
 
 graphql(`

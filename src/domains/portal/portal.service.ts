@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { type Db, type PortalConfigRow, type PortalUserRow, type SubjectRow, inTransaction } from '../../db/tables.js';
+import type { Db, PortalConfigRow, PortalUserRow, SubjectRow } from '../../db/tables.js';
+import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
 import { type Principal, requirePermission } from '../../core/permissions.js';
 import { firstText } from '../subject/subject-values.js';

@@ -3,7 +3,9 @@ import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestStructuralEntityFragment } from '../../generated/graphql.js';
 import { problem } from '../../core/errors.js';
-import { SentValueSchema, defineRoute, documentedAs, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/route.js';
+import { SentValueSchema, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
+import { defineRoute } from '../../http/rest/route.js';
+import { documentedAs } from '../../http/openapi/documented.js';
 
 graphql(`
   fragment RestStructuralEntity on StructuralEntity {

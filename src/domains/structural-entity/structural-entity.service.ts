@@ -1,8 +1,9 @@
 import { type FieldDef, type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
-import { type Db, type StructuralEntityRow, inTransaction, isUniqueViolation } from '../../db/tables.js';
+import type { Db, StructuralEntityRow } from '../../db/tables.js';
+import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector } from '../../core/errors.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
-import { reportUnknownUsers } from '../user/user.repository.js';
+import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
 import {
   findEntitiesByKeys,
   findStructureTypes,

@@ -3,7 +3,9 @@ import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestSubjectFragment, RestSubjectWithLocationsFragment } from '../../generated/graphql.js';
 import { problem } from '../../core/errors.js';
-import { SentValueSchema, defineRoute, documentedAs, pageSchema, pagingQuery, pagingVariables, pascalLocation, restPage, sentValues } from '../../http/rest/route.js';
+import { SentValueSchema, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
+import { defineRoute, pascalLocation } from '../../http/rest/route.js';
+import { documentedAs } from '../../http/openapi/documented.js';
 import { RestStructuralEntitySchema, exampleHeadOffice, exampleSalesNorth, toRestEntity } from '../structural-entity/structural-entity.routes.js';
 import { isUuid } from './subject.repository.js';
 

@@ -1,10 +1,11 @@
 import { type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
-import { type Db, type SubjectRow, inTransaction, isUniqueViolation } from '../../db/tables.js';
+import type { Db, SubjectRow } from '../../db/tables.js';
+import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
 import { type Principal, requirePermission } from '../../core/permissions.js';
 import { findStructureTypes } from '../structural-entity/structural-entity.repository.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
-import { reportUnknownUsers } from '../user/user.repository.js';
+import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
 import { firstText, matchingKeyOf } from './subject-values.js';
 import {
   type SubjectConfig,

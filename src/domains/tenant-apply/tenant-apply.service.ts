@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { type SqlBool, sql } from 'kysely';
-import { type Db, inTransaction } from '../../db/tables.js';
+import type { Db } from '../../db/tables.js';
+import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ValidationError } from '../../core/errors.js';
 import { hashSecret, verifySecret } from '../auth/secrets.js';
 import type { SecretBox } from '../data/secret-box.js';

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
 import { problem } from '../../core/errors.js';
-import { defineRoute, documentedAs } from '../../http/rest/route.js';
+import { defineRoute } from '../../http/rest/route.js';
+import { documentedAs } from '../../http/openapi/documented.js';
 import { MAX_PAGE_SIZE } from '../../db/paging.js';
 
 const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';

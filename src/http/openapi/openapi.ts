@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { PERMISSIONS } from '../../core/permissions.js';
 import { problem } from '../../core/errors.js';
 import { unwrap } from '../../core/input.js';
-import { type RouteDef, documentedType } from '../rest/route.js';
+import type { RouteDef } from '../rest/route.js';
+import { documentedType } from './documented.js';
 
 type JsonSchema = Record<string, unknown>;
 

@@ -1,0 +1,251 @@
+import { promises as fs, unlinkSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
+import { createPgConfig } from '@electric-sql/pglite/node-postgres';
+import {
+  BinaryOperationNode,
+  FunctionNode,
+  Kysely,
+  type KyselyPlugin,
+  type LogEvent,
+  OperationNodeTransformer,
+  OperatorNode,
+  PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
+  PrimitiveValueListNode,
+  ValueNode,
+} from 'kysely';
+import pg from 'pg';
+import { expectedErrorOf, isConnectionLost } from '../core/errors.js';
+import { type Listen, listenPostgres } from './notifications.js';
+import type { Database, Db } from './tables.js';
+
+export interface DatabaseHandle {
+  db: Db;
+  kind: 'postgres' | 'pglite';
+  /** LISTEN on a dedicated connection (PostgreSQL, reconnecting after a drop) or in-process (PGlite). */
+  listen: Listen;
+  /** Connections of the pool now (metrics). */
+  poolStats(): { total: number; idle: number; waiting: number };
+  /** Closes the pool (and the embedded database). */
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  databaseUrl?: string | undefined;
+  dataDir: string;
+  poolSize?: number;
+  /** PostgreSQL: statements running longer are cancelled (SQLSTATE 57014); 0 or absent: no limit. */
+  statementTimeoutMs?: number | undefined;
+  /** PostgreSQL: how long a checkout waits for a pool connection, or a new connection to open (then 503). */
+  connectTimeoutMs?: number | undefined;
+  /** A pooled connection failed (server restart, terminated backend), idle or in use; the pool replaces it. */
+  onPoolError?: (error: Error) => void;
+  /** Called with every executed statement (debugging, EXPLAIN evidence in docs and benches). */
+  onQuery?: (sql: string, parameters: readonly unknown[], ms: number) => void;
+}
+
+function logOption(opts: Pick<DatabaseOptions, 'onQuery'>) {
+  const on = opts.onQuery;
+  return on ? { log: (e: LogEvent) => on(e.query.sql, e.query.parameters, e.queryDurationMillis) } : {};
+}
+
+/**
+ * Binds `x IN (a, b, …)` over a list of values as `x = ANY($1)` with one array parameter (`NOT IN` as
+ * `<> ALL`). PostgreSQL's wire protocol caps a statement at 65,535 parameters: a request naming tens of
+ * thousands of keys, or a large loader batch, must not fail at the protocol (issue 9). Every query of the
+ * service passes through here, so no call site can forget it.
+ */
+class ArrayParameterTransformer extends OperationNodeTransformer {
+  protected override transformBinaryOperation(node: BinaryOperationNode): BinaryOperationNode {
+    const op = OperatorNode.is(node.operator) ? node.operator.operator : undefined;
+    if ((op === 'in' || op === 'not in') && PrimitiveValueListNode.is(node.rightOperand)) {
+      return BinaryOperationNode.create(
+        this.transformNode(node.leftOperand),
+        OperatorNode.create(op === 'in' ? '=' : '<>'),
+        FunctionNode.create(op === 'in' ? 'any' : 'all', [ValueNode.create([...node.rightOperand.values])]),
+      );
+    }
+    return super.transformBinaryOperation(node);
+  }
+}
+
+const arrayParameters: KyselyPlugin = {
+  transformQuery: (args) => new ArrayParameterTransformer().transformNode(args.node),
+  transformResult: async (args) => args.result,
+};
+
+
+// A statement that only reads: a plain SELECT, not locking rows, not calling functions that write.
+const READ_ONLY = /^\s*select\b/i;
+const WRITES = /\b(insert|update|delete|merge|for\s+(no\s+key\s+)?update|for\s+(key\s+)?share|nextval|setval|pg_notify|pg_advisory)/i;
+const TRANSACTION_START = /^\s*(begin|start\s+transaction)\b/i;
+const TRANSACTION_END = /^\s*(commit|rollback|end|abort)\s*$/i;
+
+/**
+ * The pool as Kysely sees it (issue 15): driver errors leave as the service's expected errors (an
+ * unavailable database is a ServiceUnavailableError, 503; see errors.ts), and a read-only statement
+ * outside a transaction whose connection died under it (a terminated backend, a restart) runs once more
+ * on a fresh connection. A write, or anything inside a transaction, is never re-run: it may have committed.
+ */
+function resilient(pool: pg.Pool): PostgresPool {
+  // Kysely keys its connections by the client object: one stable wrapper per pg client.
+  const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+  const fail = (e: unknown): never => {
+    throw expectedErrorOf(e) ?? e;
+  };
+  const wrap = (client: pg.PoolClient): PostgresPoolClient => {
+    let inTransaction = false;
+    return {
+      // Kysely passes a cursor only for streamed queries, which the service does not use.
+      query: (async (text: string, parameters: readonly unknown[]) => {
+        if (TRANSACTION_START.test(text)) inTransaction = true;
+        else if (TRANSACTION_END.test(text)) inTransaction = false;
+        try {
+          return await client.query(text, parameters as unknown[]);
+        } catch (e) {
+          if (inTransaction || !isConnectionLost(e) || !READ_ONLY.test(text) || WRITES.test(text)) return fail(e);
+          const fresh = await pool.connect().catch(fail);
+          try {
+            return await fresh.query(text, parameters as unknown[]);
+          } catch (again) {
+            return fail(again);
+          } finally {
+            fresh.release();
+          }
+        }
+      }) as unknown as PostgresPoolClient['query'],
+      release: () => client.release(),
+    };
+  };
+  return {
+    async connect() {
+      const client = await pool.connect().catch(fail);
+      let w = wrappers.get(client);
+      if (!w) wrappers.set(client, (w = wrap(client)));
+      return w;
+    },
+    end: () => pool.end(),
+  };
+}
+
+/**
+ * Opens PostgreSQL when a URL is given, else PGlite in `dataDir` through its node-postgres bridge, so one
+ * PostgresDialect (and the same SQL) serves both.
+ */
+export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandle> {
+  if (opts.databaseUrl) {
+    const timeout = opts.statementTimeoutMs ? ` -c statement_timeout=${Math.floor(opts.statementTimeoutMs)}` : '';
+    const pool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      // Named, so operators (and the fault tests) can find the service's sessions in pg_stat_activity.
+      application_name: 'ssdi',
+      max: opts.poolSize ?? 10,
+      options: `-c ${SEARCH_THRESHOLD}${timeout}`,
+      // Without a bound, a checkout waits forever for a pool that cannot connect: the request must fail (503).
+      connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
+      keepAlive: true,
+    });
+    // pg-pool listens for errors on idle clients only and removes its listener while a client is checked
+    // out (brianc/node-postgres#2762): a backend terminated under a request would be an unhandled 'error'
+    // event that ends the process. Every client gets a listener of its own for its whole life; the query
+    // in flight fails on its own, and pg-pool drops the dead client when it is released.
+    pool.on('connect', (client) => client.on('error', () => {}));
+    pool.on('error', (e) => opts.onPoolError?.(e));
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: resilient(pool) }), plugins: [arrayParameters], ...logOption(opts) });
+    const url = opts.databaseUrl;
+    return { db, kind: 'postgres', listen: (channel, handlers) => listenPostgres(url, channel, handlers), poolStats: () => statsOf(pool), close: () => db.destroy() };
+  }
+  await fs.mkdir(opts.dataDir, { recursive: true });
+  const release = await lockDataDir(opts.dataDir);
+  try {
+    const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm } });
+    const handle = await wrapPglite(pglite, opts);
+    return { ...handle, close: () => handle.close().finally(release) };
+  } catch (e) {
+    await release();
+    throw e;
+  }
+}
+
+/** Raised when another live process holds the embedded database. */
+export class DataDirLockedError extends Error {}
+
+/**
+ * The embedded database is one process's (PGlite is single-user): a lock file in DATA_DIR holds the
+ * owner's PID, taken at open and removed at close or exit. A lock of a process that no longer runs is
+ * stale and taken over.
+ */
+async function lockDataDir(dir: string): Promise<() => Promise<void>> {
+  const file = `${dir}/.ssdi.lock`;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      await fs.writeFile(file, `${process.pid}\n`, { flag: 'wx' });
+      const onExit = () => {
+        try {
+          unlinkSync(file);
+        } catch {
+          // already gone
+        }
+      };
+      process.once('exit', onExit);
+      return async () => {
+        process.removeListener('exit', onExit);
+        await fs.rm(file, { force: true });
+      };
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'EEXIST') throw e;
+      const pid = Number((await fs.readFile(file, 'utf8').catch(() => '')).trim());
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isRunning(pid)) {
+        throw new DataDirLockedError(
+          `The embedded database in ${dir} is in use by process ${pid}: stop it, use another DATA_DIR, or use PostgreSQL (DATABASE_URL) for several processes.`,
+        );
+      }
+      await fs.rm(file, { force: true }); // stale: its process is gone
+    }
+  }
+  throw new DataDirLockedError(`Cannot take the lock ${file}.`);
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as { code?: string }).code === 'EPERM';
+  }
+}
+
+// D7 search: `term <% text` (word_similarity >= this) is what the trigram GIN index can answer.
+const SEARCH_THRESHOLD = 'pg_trgm.word_similarity_threshold=0.3';
+
+/** Wraps an open PGlite instance (tests pass clones of a migrated template). */
+export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'onQuery'> = {}): Promise<DatabaseHandle> {
+  // One connection for the life of the instance: a session setting holds for every query.
+  await pglite.exec(`SET ${SEARCH_THRESHOLD.replace('=', ' = ')}`);
+  const pool = new pg.Pool(createPgConfig(pglite) as pg.PoolConfig);
+  // The plain pool: one in-process connection cannot be lost, and wrapping the bridge's pool (even with a
+  // pass-through) broke its protocol emulation under concurrency ("unexpected parseComplete" in the
+  // two-instance outbox test; cause not found). Its errors are mapped where answers are made (expectedErrorOf).
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), plugins: [arrayParameters], ...logOption(opts) });
+  return {
+    db,
+    kind: 'pglite',
+    poolStats: () => statsOf(pool),
+    // PGlite delivers NOTIFY (sent through the bridge like any statement) after the commit, in-process.
+    listen: async (channel, handlers) => {
+      const unlisten = await pglite.listen(channel, (payload) => handlers.message(payload));
+      handlers.connected();
+      return { close: () => unlisten() };
+    },
+    close: async () => {
+      await db.destroy();
+      await pglite.close();
+    },
+  };
+}
+
+function statsOf(pool: pg.Pool) {
+  return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
+}

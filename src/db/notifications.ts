@@ -1,0 +1,81 @@
+import pg from 'pg';
+
+/** What a LISTEN connection reports: each payload, and when it (re)connects or drops. */
+export interface NotificationHandlers {
+  message(payload: string): void;
+  connected(): void;
+  disconnected(): void;
+}
+
+/** Listens on a channel until closed. */
+export type Listen = (channel: string, handlers: NotificationHandlers) => Promise<{ close(): Promise<void> }>;
+
+/**
+ * LISTEN on a connection of its own (a pooled one would be handed to other queries). After a drop it
+ * reconnects with backoff; `disconnected` tells the caller that notifications may have been missed.
+ */
+export async function listenPostgres(url: string, channel: string, h: NotificationHandlers): Promise<{ close(): Promise<void> }> {
+  let current: pg.Client | undefined;
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  const connect = async () => {
+    // keepAlive and a periodic query detect a connection that died silently (an idle timeout on the
+    // way): an unnoticed dead listener would leave the in-process cache on without invalidations.
+    const client = new pg.Client({ connectionString: url, application_name: 'ssdi-listener', keepAlive: true, query_timeout: LISTENER_PROBE_TIMEOUT_MS });
+    client.on('notification', (n) => {
+      if (n.channel === channel) h.message(n.payload ?? '');
+    });
+    const failed = () => {
+      client.removeAllListeners();
+      client.on('error', () => {});
+      client.end().catch(() => {});
+    };
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${client.escapeIdentifier(channel)}`);
+    } catch (e) {
+      failed();
+      throw e;
+    }
+    if (closed) return void client.end().catch(() => {});
+    // Handlers for a drop only once connected, so a failed attempt schedules exactly one retry.
+    let probe: NodeJS.Timeout | undefined;
+    const drop = () => {
+      if (current !== client) return;
+      current = undefined;
+      clearInterval(probe);
+      failed();
+      h.disconnected();
+      if (!closed) retry(250);
+    };
+    client.on('error', drop);
+    client.on('end', drop);
+    probe = setInterval(() => void client.query('SELECT 1').catch(drop), LISTENER_PROBE_MS);
+    probe.unref();
+    current = client;
+    h.connected();
+  };
+  const retry = (delay: number) => {
+    timer = setTimeout(() => connect().catch(() => !closed && retry(Math.min(delay * 2, 5000))), delay);
+    timer.unref();
+  };
+  // A database that is away now (it may have dropped right after start-up's migrations) is waited for
+  // like a dropped connection: the caller works without notifications until `connected`.
+  await connect().catch(() => retry(250));
+  return {
+    close: async () => {
+      closed = true;
+      clearTimeout(timer);
+      const c = current;
+      current = undefined;
+      if (c) {
+        c.removeAllListeners();
+        c.on('error', () => {});
+        await c.end().catch(() => {});
+      }
+    },
+  };
+}
+
+const LISTENER_PROBE_MS = 15_000;
+const LISTENER_PROBE_TIMEOUT_MS = 5_000;
