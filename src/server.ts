@@ -7,11 +7,14 @@ import { ConfigError, loadConfig } from './core/config.js';
 import type { Logger } from 'pino';
 import type { Db } from './db/tables.js';
 import type { DatabaseHandle } from './db/database.js';
-import { problem } from './core/errors.js';
+import { ServiceUnavailableError } from './core/errors.js';
+import { sendProblem } from './http/problem.js';
 import { upsertSubject } from './domains/subject/subject.service.js';
 import { findClientByTenantKey } from './domains/auth/auth.repository.js';
+import { clientPrincipal } from './domains/auth/authenticate.js';
+import { findDataPointsUrl } from './domains/data/data.repository.js';
 import { verifySecret } from './domains/auth/secrets.js';
-import { hasTenants } from './domains/tenant-apply/tenant-apply.service.js';
+import { hasTenants } from './domains/tenant-apply/tenant-apply.repository.js';
 import { type RunningProvider, createReferenceProvider } from './provider/reference-provider.js';
 import { applyTenantFilePath, createLogger, openMigratedDatabase } from './app/runtime.js';
 
@@ -39,19 +42,12 @@ async function seedDemo(db: Db): Promise<void> {
   const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as { tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[] };
   const t = file.tenants[0]!;
   const client = t.clients.find((c) => c.scopes.includes('ServiceApi'))!;
-  const tenant = await db.selectFrom('tenant').select(['id', 'config_version', 'data_version']).where('key', '=', t.key).executeTakeFirstOrThrow();
-  const principal = {
-    tenantId: tenant.id,
-    tenantKey: t.key,
-    clientId: client.clientId,
-    scopes: new Set(client.scopes),
-    permissions: new Set(['*']),
-    configVersion: tenant.config_version,
-    dataVersion: tenant.data_version,
-  };
+  // The demo's API client, as the file just applied stored it (every scope and permission).
+  const principal = await clientPrincipal(db, t.key, client.clientId);
+  if (!principal) throw new Error(`The demo tenant has no client '${client.clientId}'.`);
   const subjects = JSON.parse(await readFile(DEMO_SUBJECTS, 'utf8')) as { CustomFieldValues: { Key: string; Value: unknown }[]; StructuralEntityKeys: string[] }[];
   for (const s of subjects) {
-    await upsertSubject(db, principal, {
+    await upsertSubject({ db, principal }, {
       customFieldValues: s.CustomFieldValues.map((v) => ({ key: v.Key, value: v.Value })),
       structuralEntityKeys: s.StructuralEntityKeys,
     });
@@ -63,15 +59,9 @@ async function seedDemo(db: Db): Promise<void> {
  * in this process at the address the demo's data source names, so its data points show at once (D1).
  */
 async function startDemoProvider(db: Db, logger: Logger): Promise<RunningProvider | undefined> {
-  const source = await db
-    .selectFrom('data_source')
-    .innerJoin('tenant', 'tenant.id', 'data_source.tenant_id')
-    .select('data_source.get_data_points_url as url')
-    .where('tenant.key', '=', 'demo')
-    .where('data_source.key', '=', 'wearables')
-    .executeTakeFirst();
-  if (!source) return undefined;
-  const at = new URL(source.url);
+  const url = await findDataPointsUrl(db, 'demo', 'wearables');
+  if (!url) return undefined;
+  const at = new URL(url);
   if (!['127.0.0.1', 'localhost'].includes(at.hostname)) return undefined;
   try {
     const running = await createReferenceProvider().listen(Number(at.port || 80), at.hostname);
@@ -91,8 +81,8 @@ function startingHandler(req: IncomingMessage, res: ServerResponse): void {
     return;
   }
   const id = randomUUID();
-  const body = JSON.stringify(problem(503, id, 'The service is starting: it is waiting for its database.'));
-  res.writeHead(503, { 'Content-Type': 'application/problem+json; charset=utf-8', 'Retry-After': '1', 'X-Request-Id': id }).end(body);
+  res.setHeader('X-Request-Id', id);
+  sendProblem(res, new ServiceUnavailableError('The service is starting: it is waiting for its database.'), id);
 }
 
 async function main(): Promise<void> {

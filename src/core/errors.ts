@@ -9,6 +9,8 @@ export type ErrorCode =
   | 'FORBIDDEN'
   | 'NOT_FOUND'
   | 'CONFLICT'
+  | 'METHOD_NOT_ALLOWED'
+  | 'NOT_ACCEPTABLE'
   | 'PAYLOAD_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'PROVIDER_UNAVAILABLE'
@@ -221,4 +223,75 @@ export function problem(status: number, traceId: string, detail?: string, errors
     traceId,
     ...(errors ? { errors } : {}),
   };
+}
+
+/** The answer to an error as problem+json (D5): status, headers and body; `unexpected` when it must be logged. */
+export interface ProblemAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Problem;
+  unexpected: boolean;
+}
+
+/**
+ * The problem+json rendering of any error: an expected one (or a driver error standing for one) with its
+ * message, the body parser's and the path decoder's refusals as the 4xx they are, anything else as a 500
+ * whose detail says nothing about the cause. Every problem response of the service is made here.
+ */
+export function problemAnswer(err: unknown, traceId: string): ProblemAnswer {
+  const expected = expectedErrorOf(err) ?? requestErrorOf(err);
+  const status = expected?.status ?? 500;
+  const detail = expected?.message ?? 'An unexpected error occurred.';
+  // A 400 names where the problem is (D5): the body, or the path, when nothing narrower is known.
+  const errors = expected?.fieldErrors ?? (status === 400 ? { [err instanceof URIError ? 'path' : '$']: [detail] } : undefined);
+  return { status, headers: expected?.headers ?? {}, body: problem(status, traceId, detail, errors), unexpected: !expected };
+}
+
+/** Refusals of the HTTP layer before a request is read (body parser, path decoding) as expected errors. */
+function requestErrorOf(err: unknown): AppError | undefined {
+  const e = err as { type?: string; status?: number; expose?: boolean; limit?: number } | null;
+  if (!e || typeof e !== 'object') return undefined;
+  if (e.type === 'entity.too.large') return new AppError(413, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${e.limit} bytes.`);
+  if (e.type === 'entity.parse.failed') return new AppError(400, 'BAD_REQUEST', 'The request body is not valid JSON.');
+  // A path parameter that is not valid percent-encoding (`%zz`, an encoded lone surrogate).
+  if (err instanceof URIError) return new AppError(400, 'BAD_REQUEST', 'The request path is not valid percent-encoded UTF-8.');
+  if (e.status === 415 || e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
+    return new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', 'The request body encoding or charset is not supported.');
+  }
+  if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) return new AppError(e.status, 'BAD_REQUEST', 'The request could not be read.');
+  return undefined;
+}
+
+/** Codes of an operation the service refused as a whole (issue 15): it answers with their status and Retry-After. */
+export function isRefusal(code: unknown): boolean {
+  return code === 'SERVICE_UNAVAILABLE' || code === 'TOO_MANY_REQUESTS';
+}
+
+/**
+ * The GraphQL rendering of an error (D4): `extensions.code`, and the status as `extensions.status`. An
+ * expected error carries `extensions.http` for Yoga, which would answer the whole response with it;
+ * over GraphQL the error belongs to its field, so `http` is dropped here. Location and path are kept.
+ */
+export function graphqlRendering(e: GraphQLError): GraphQLError {
+  const http = (e.extensions as { http?: { status?: number } } | undefined)?.http;
+  if (!http) return e;
+  const { http: _http, ...rest } = e.extensions;
+  return new GraphQLError(e.message, {
+    nodes: e.nodes ?? null,
+    source: e.source ?? null,
+    positions: e.positions ?? null,
+    path: e.path ?? null,
+    originalError: e.originalError ?? null,
+    extensions: { ...rest, status: http.status },
+  });
+}
+
+/** An expected error standing for a driver error, placed where the driver error was (location, path). */
+export function locatedAs(expected: AppError, at: GraphQLError): GraphQLError {
+  return new GraphQLError(expected.message, { nodes: at.nodes ?? null, source: at.source ?? null, positions: at.positions ?? null, path: at.path ?? null, originalError: expected, extensions: expected.extensions });
+}
+
+/** A GraphQL response body of one error, for a request refused before execution. */
+export function graphqlErrorBody(e: AppError): { errors: GraphQLError[] } {
+  return { errors: [graphqlRendering(e)] };
 }

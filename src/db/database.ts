@@ -15,6 +15,7 @@ import {
   type PostgresPoolClient,
   PrimitiveValueListNode,
   ValueNode,
+  sql,
 } from 'kysely';
 import pg from 'pg';
 import { expectedErrorOf, isConnectionLost } from '../core/errors.js';
@@ -248,4 +249,9 @@ export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'on
 
 function statsOf(pool: pg.Pool) {
   return { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
+}
+
+/** One round trip to the database (readiness). */
+export async function ping(db: Db): Promise<void> {
+  await sql`select 1`.execute(db);
 }

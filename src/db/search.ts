@@ -20,7 +20,7 @@ function likeContains(term: string): string {
 
 /**
  * The term occurs case-insensitively in `text`, or `word_similarity(term, text)` is at least 0.3. Spelled
- * `term <% text` (the threshold is set to 0.3 per connection in db.ts) so a trigram GIN index answers it.
+ * `term <% text` (the threshold is set to 0.3 per connection in database.ts) so a trigram GIN index answers it.
  */
 export function matchesTerm(term: string, text: Expression<string | null>): Expression<SqlBool> {
   checkTerm(term);

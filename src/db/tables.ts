@@ -78,7 +78,7 @@ export interface StructuralEntityTable {
   parent_key: string | null;
   path: string[];
   depth: GeneratedAlways<number>;
-  /** field key → canonical typed JSON value (see custom-fields.ts). */
+  /** field key → canonical typed JSON value (see domains/custom-field/custom-field.ts). */
   custom_values: Record<string, unknown>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
@@ -188,7 +188,7 @@ export interface SubjectTable {
   id: Generated<string>;
   external_id: string | null;
   matching_key: string;
-  /** field key → canonical value, or array of them for an array field (see custom-fields.ts). */
+  /** field key → canonical value, or array of them for an array field (see domains/custom-field/custom-field.ts). */
   values: Record<string, unknown>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;

@@ -38,7 +38,7 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
     // D4: a missing permission is a FORBIDDEN error on that field only.
     unauthorizedError: (_parent, _ctx, _info, result) => new ForbiddenError(result.message),
   },
-  // Cost of a query (limited per request in app.ts): every field costs 1; connections multiply their
+  // Cost of a query (limited per request in http/graphql-limits.ts): every field costs 1; connections multiply their
   // selection by their page size (connections.ts). Numbers, not functions, elsewhere: a function makes the
   // rule decode a field's arguments during validation (a bad global id would then fail the whole request).
   complexity: { defaultComplexity: 1, defaultListMultiplier: 1 },

@@ -51,15 +51,31 @@ export async function authenticate(
       'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scopes.join(' ')}"`,
     });
   }
+  return principalOf(client, granted);
+}
+
+type StoredClient = NonNullable<Awaited<ReturnType<typeof findClientByTenantKey>>>;
+
+/** Who a stored client is when it acts with `scopes`, with its tenant's versions as read with it. */
+function principalOf(client: StoredClient, scopes: ReadonlySet<string>): Principal {
   return {
     tenantId: client.tenantId,
     tenantKey: client.tenantKey,
     clientId: client.clientId,
-    scopes: granted,
+    scopes,
     permissions: new Set(client.permissions),
     configVersion: client.configVersion,
     dataVersion: client.dataVersion,
   };
+}
+
+/**
+ * A tenant's client acting with every scope it holds, without a token: for work the service does itself
+ * through the API's services (the demo's subjects at start-up). Undefined for an unknown tenant or client.
+ */
+export async function clientPrincipal(db: Db, tenantKey: string, clientId: string): Promise<Principal | undefined> {
+  const client = await findClientByTenantKey(db, tenantKey, clientId);
+  return client && principalOf(client, new Set(client.scopes));
 }
 
 /** Express middleware: sets `req.principal` or passes the 401/403 on to the problem+json handler. */

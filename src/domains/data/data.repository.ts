@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { DataCacheRow, DataExtractRow, DataSourceRow, Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
+import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import type { DataPoint } from './data-points.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
@@ -209,10 +210,71 @@ export async function claimFlagged(db: Db, limit: number, leaseSeconds: number):
     .execute();
 }
 
-/** The payload channel of cache invalidations between instances (D10). */
-export const CACHE_CHANNEL = 'ssdi_data_cache';
+/** The extract of this key, locked FOR UPDATE for the caller's transaction (which creates or changes it). */
+export async function lockExtract(db: Db, tenantId: string, key: string): Promise<DataExtractRow | undefined> {
+  const [existing] = await db.selectFrom('data_extract').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).forUpdate().execute();
+  return existing;
+}
 
-/** NOTIFY inside the caller's transaction: delivered to every listening instance when it commits. */
-export async function notifyInvalidation(db: Db, payload: string): Promise<void> {
-  await sql`SELECT pg_notify(${CACHE_CHANNEL}, ${payload})`.execute(db);
+/** Inserts an extract; a unique violation (the key exists) is the caller's to report. */
+export async function insertExtract(db: Db, tenantId: string, x: { key: string; name: string; data_source_key: string; options: object }): Promise<DataExtractRow> {
+  return db
+    .insertInto('data_extract')
+    .values({ tenant_id: tenantId, key: x.key, name: x.name, data_source_key: x.data_source_key, options: x.options })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Sets an extract's name, data source and options. */
+export async function updateExtract(db: Db, tenantId: string, key: string, set: { name: string; data_source_key: string; options: object }): Promise<DataExtractRow> {
+  return db
+    .updateTable('data_extract')
+    .set(set)
+    .where('tenant_id', '=', tenantId)
+    .where('key', '=', key)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** The orderings of the extracts list: by key, or by name (by code point); ties by key. */
+export type ExtractOrder = 'Key' | 'Name';
+
+/** One page of the tenant's extracts (of one data source, when given). */
+export async function pageExtracts(
+  db: Db,
+  tenantId: string,
+  dataSourceKey: string | null | undefined,
+  order: ExtractOrder,
+  args: PageArgs,
+): Promise<Connection<ExtractWithSource>> {
+  const query = extractListQuery(db, tenantId, dataSourceKey);
+  const count = async () => Number((await query.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
+  const key = { id: sql.ref('x.key'), idType: 'text' as const, type: 'text' as const, nullable: false };
+  const sort: SortKey = order === 'Key' ? { name: 'Key', value: sql.ref('x.key'), ...key } : { name: 'Name', value: sql`x.name COLLATE "C"`, ...key };
+  return paginate<ExtractWithSource>({ list: 'dataExtract', query: query as never, count, sort, args });
+}
+
+/**
+ * The service-wide secret stored under `name`, `candidate` when the first caller stores it: instances
+ * starting together all read the one that was stored.
+ */
+export async function findOrCreateServiceSecret(db: Db, name: string, candidate: string): Promise<string> {
+  await db
+    .insertInto('service_secret')
+    .values({ name, value: candidate })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .execute();
+  return (await db.selectFrom('service_secret').select('value').where('name', '=', name).executeTakeFirstOrThrow()).value;
+}
+
+/** The get-data-points URL of a data source, by its tenant's key (the demo's provider, at start-up). */
+export async function findDataPointsUrl(db: Db, tenantKey: string, sourceKey: string): Promise<string | undefined> {
+  const source = await db
+    .selectFrom('data_source')
+    .innerJoin('tenant', 'tenant.id', 'data_source.tenant_id')
+    .select('data_source.get_data_points_url as url')
+    .where('tenant.key', '=', tenantKey)
+    .where('data_source.key', '=', sourceKey)
+    .executeTakeFirst();
+  return source?.url;
 }

@@ -1,17 +1,16 @@
 import { type ArgBuilder, createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
-import { sql } from 'kysely';
 import { type Types, builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
 import { sortKeyOf } from '../custom-field/custom-field.js';
 import type { DataExtractRow, SubjectRow } from '../../db/tables.js';
 import { NotFoundError, ValidationError } from '../../core/errors.js';
-import { MAX_PAGE_SIZE, type PageArgs, type SortKey, paginate, paginateLoaded } from '../../db/paging.js';
+import { MAX_PAGE_SIZE, type PageArgs, paginateLoaded } from '../../db/paging.js';
 import { SubjectRef, subjectConfig, subjectUuid } from '../subject/subject.schema.js';
 import type { CachedPoints, SubjectKey } from './data-cache.js';
 import { type DataPoint, type DataPointItem, pointSortKey, pointValueText } from './data-points.js';
-import { type ExtractWithSource, extractListQuery, findExtracts } from './data.repository.js';
+import { type ExtractOrder, type ExtractWithSource, findExtracts, pageExtracts } from './data.repository.js';
 import { refreshDataSet, reportDataChange, saveDataExtract } from './data.service.js';
 import { identifierOf } from './subject-identifier.js';
 
@@ -172,11 +171,10 @@ DataExtractRef.implement({
 const DataExtractConnection = builder.connectionObject({ type: DataExtractRef, name: 'DataExtractConnection' });
 
 /** Extracts order by Key (default) or Name; ties by key. */
-function extractSort(orderBy: string | null | undefined): SortKey {
+function extractOrder(orderBy: string | null | undefined): ExtractOrder {
   const name = (orderBy ?? 'Key').toLowerCase();
-  const key = { id: sql.ref('x.key'), idType: 'text' as const, type: 'text' as const, nullable: false };
-  if (name === 'key') return { name: 'Key', value: sql.ref('x.key'), ...key };
-  if (name === 'name') return { name: 'Name', value: sql`x.name COLLATE "C"`, ...key };
+  if (name === 'key') return 'Key';
+  if (name === 'name') return 'Name';
   throw ValidationError.at('orderBy', `Unknown OrderBy '${orderBy}'. Use Key or Name.`);
 }
 
@@ -188,11 +186,7 @@ builder.queryFields((t) => ({
       complexity: pageComplexity,
       authScopes: { permission: 'View:DataExtract' },
       args: { dataSourceKey: t.arg.string(), ...orderArgs(t.arg) },
-      resolve: (_root, args, ctx) => {
-        const query = extractListQuery(ctx.db, ctx.principal.tenantId, args.dataSourceKey);
-        const count = async () => Number((await query.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
-        return paginate<ExtractWithSource>({ list: 'dataExtract', query: query as never, count, sort: extractSort(args.orderBy), args });
-      },
+      resolve: (_root, args, ctx) => pageExtracts(ctx.db, ctx.principal.tenantId, args.dataSourceKey, extractOrder(args.orderBy), args),
     },
     DataExtractConnection,
   ),

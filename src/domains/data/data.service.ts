@@ -15,6 +15,9 @@ import {
   findSourcesOfInboundClient,
   flagExtract,
   flagSubject,
+  insertExtract,
+  lockExtract,
+  updateExtract,
 } from './data.repository.js';
 import { subjectsByIdentifier } from './subject-identifier.js';
 
@@ -177,15 +180,11 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
   errors.throwIfAny();
 
   return ctx.data.withInvalidation(async (trx, publish) => {
-    const [existing] = await trx.selectFrom('data_extract').selectAll().where('tenant_id', '=', tenantId).where('key', '=', input.key).forUpdate().execute();
+    const existing = await lockExtract(trx, tenantId, input.key);
     if (mode === 'create') {
       if (existing) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
       try {
-        return await trx
-          .insertInto('data_extract')
-          .values({ tenant_id: tenantId, key: input.key, name: input.name!, data_source_key: input.dataSourceKey!, options: (options ?? {}) as object })
-          .returningAll()
-          .executeTakeFirstOrThrow();
+        return await insertExtract(trx, tenantId, { key: input.key, name: input.name!, data_source_key: input.dataSourceKey!, options: (options ?? {}) as object });
       } catch (e) {
         if (isUniqueViolation(e)) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
         throw e;
@@ -197,13 +196,7 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
       data_source_key: input.dataSourceKey ?? existing.data_source_key,
       options: (options ?? existing.options) as object,
     };
-    const updated = await trx
-      .updateTable('data_extract')
-      .set(next)
-      .where('tenant_id', '=', tenantId)
-      .where('key', '=', input.key)
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const updated = await updateExtract(trx, tenantId, input.key, next);
     if (next.data_source_key !== existing.data_source_key || !isDeepStrictEqual(next.options, existing.options)) {
       await flagExtract(trx, tenantId, input.key);
       await publish({ t: tenantId, x: input.key, s: null });

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CompactEncrypt, compactDecrypt } from 'jose';
 import type { Db } from '../../db/tables.js';
+import { findOrCreateServiceSecret } from './data.repository.js';
 
 /**
  * Encrypts secrets the service must send on (a data source's client secret), so they cannot be hashed:
@@ -25,13 +26,7 @@ export class SecretBox {
   }
 
   private async storedKey(): Promise<Uint8Array> {
-    await this.db
-      .insertInto('service_secret')
-      .values({ name: 'secret-box', value: randomBytes(32).toString('base64url') })
-      .onConflict((oc) => oc.column('name').doNothing())
-      .execute();
-    const row = await this.db.selectFrom('service_secret').select('value').where('name', '=', 'secret-box').executeTakeFirstOrThrow();
-    return Buffer.from(row.value, 'base64url');
+    return Buffer.from(await findOrCreateServiceSecret(this.db, 'secret-box', randomBytes(32).toString('base64url')), 'base64url');
   }
 
   async seal(plaintext: string): Promise<string> {

@@ -1,7 +1,6 @@
-import { sql } from 'kysely';
 import type { Db, SubjectRow } from '../../db/tables.js';
 import { firstText } from '../subject/subject-values.js';
-import { type SubjectConfig, isUuid } from '../subject/subject.repository.js';
+import { type SubjectConfig, findSubjectId, findSubjectIdsByFirstValue } from '../subject/subject.repository.js';
 
 /**
  * A data source's `subjectIdentifier` (D3) says what the provider's SubjectIdentifier means: `ExternalId`
@@ -17,21 +16,11 @@ export function identifierOf(mode: string, subject: SubjectRow, config: SubjectC
 /** The subjects a provider's identifier names under `mode` (usually one; a non-unique field may give more). */
 export async function subjectsByIdentifier(db: Db, tenantId: string, mode: string, identifier: string, config: SubjectConfig): Promise<string[]> {
   if (mode === 'Id') {
-    if (!isUuid(identifier)) return [];
-    const row = await db.selectFrom('subject').select('id').where('tenant_id', '=', tenantId).where('id', '=', identifier.toLowerCase()).executeTakeFirst();
-    return row ? [row.id] : [];
+    const id = await findSubjectId(db, tenantId, identifier);
+    return id ? [id] : [];
   }
   const fieldKey = mode === 'ExternalId' ? config.externalIdKey : config.byKey.has(mode) ? mode : undefined;
   if (!fieldKey) return [];
-  // The first value, as identifierOf reads it; md5 first so the filter index answers.
-  const rows = await db
-    .selectFrom('subject_value')
-    .select('subject_id')
-    .where('tenant_id', '=', tenantId)
-    .where('field_key', '=', fieldKey)
-    .where(sql<boolean>`md5(value_text) = md5(${identifier})`)
-    .where('value_text', '=', identifier)
-    .where('ordinal', '=', 0)
-    .execute();
-  return rows.map((r) => r.subject_id);
+  // The first value, as identifierOf reads it.
+  return findSubjectIdsByFirstValue(db, tenantId, fieldKey, identifier);
 }

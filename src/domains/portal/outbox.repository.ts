@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db, MailOutboxRow, MailStatus } from '../../db/tables.js';
+import { defineTopic, publish } from '../../db/event-bus.js';
+import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 
-/** The channel that wakes every instance's sender when an invitation is queued (NOTIFY on commit). */
-export const OUTBOX_CHANNEL = 'ssdi_mail_outbox';
+/** Wakes every instance's sender when an invitation is queued (delivered on commit). */
+export const MAIL_QUEUED = defineTopic<null>('portal.mail.queued', () => null);
 
 export interface NewMail {
   portalUserId: string;
@@ -39,7 +41,7 @@ export async function enqueueMails(db: Db, tenantId: string, mails: readonly New
       })),
     )
     .execute();
-  await sql`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`.execute(db);
+  await publish(db, MAIL_QUEUED, null);
 }
 
 /**
@@ -69,7 +71,7 @@ export async function reviveDeadMails(db: Db, tenantId: string, portalUserIds: r
     .where('status', '=', 'dead')
     .executeTakeFirst();
   const n = Number(r.numUpdatedRows);
-  if (n > 0) await sql`SELECT pg_notify(${OUTBOX_CHANNEL}, '')`.execute(db);
+  if (n > 0) await publish(db, MAIL_QUEUED, null);
   return n;
 }
 
@@ -231,4 +233,12 @@ export function outboxListQuery(db: Db, tenantId: string, status: MailStatus | n
   let q = db.selectFrom('mail_outbox as m').selectAll('m').where('m.tenant_id', '=', tenantId);
   if (status) q = q.where('m.status', '=', status);
   return q;
+}
+
+/** One page of a tenant's outbox mails (of one status, when given) in queue order (CreatedAt). */
+export async function pageOutboxMails(db: Db, tenantId: string, status: MailStatus | null | undefined, args: PageArgs): Promise<Connection<MailOutboxRow>> {
+  const query = outboxListQuery(db, tenantId, status);
+  const count = async () => Number((await query.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
+  const sort: SortKey = { name: 'CreatedAt', value: sql.ref('m.created_at'), type: 'timestamptz', nullable: false, id: sql.ref('m.id'), idType: 'uuid' };
+  return paginate<MailOutboxRow>({ list: `outboxMail~${status ?? ''}`, query, count, sort, args });
 }

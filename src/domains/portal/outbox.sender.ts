@@ -4,8 +4,8 @@ import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config.js';
 import type { Db, MailOutboxRow } from '../../db/tables.js';
-import type { Listen } from '../../db/notifications.js';
-import { OUTBOX_CHANNEL, claimDueMails, markFailed, markSent, msUntilNextDue, releaseClaims, stillClaimed } from './outbox.repository.js';
+import type { EventBus, Unsubscribe } from '../../db/event-bus.js';
+import { MAIL_QUEUED, claimDueMails, markFailed, markSent, msUntilNextDue, releaseClaims, stillClaimed } from './outbox.repository.js';
 
 /** Mails claimed (and sent in parallel) at once by one instance. */
 const CONCURRENCY = 4;
@@ -40,7 +40,7 @@ export class OutboxSender {
   private readonly domain: string;
   /** SMTP_URL's password, kept out of stored and logged errors. */
   private readonly password: string;
-  private listener: { close(): Promise<void> } | undefined;
+  private unsubscribe: Unsubscribe | undefined;
   private running: Promise<void> | undefined;
   private again = false;
   private closed = false;
@@ -63,16 +63,10 @@ export class OutboxSender {
     this.password = password;
   }
 
-  /** Listens for queued mails (every instance's, `listen` absent: polling only) and sends what is due. */
-  async start(listen?: Listen): Promise<void> {
-    if (listen) {
-      this.listener = await listen(OUTBOX_CHANNEL, {
-        message: () => this.kick(),
-        // Notifications may have been missed while disconnected.
-        connected: () => this.kick(),
-        disconnected: () => {},
-      });
-    }
+  /** Listens for queued mails (every instance's; without a bus, polling only) and sends what is due. */
+  start(bus?: EventBus): void {
+    // Events may have been missed while disconnected, or unread: look for due mail then too.
+    this.unsubscribe = bus?.subscribe(MAIL_QUEUED, () => this.kick(), { connected: () => this.kick(), unreadable: () => this.kick() });
     if (!this.smtp) this.log.info('SMTP_URL is unset: invitation mails are logged, not sent');
     this.kick();
   }
@@ -82,7 +76,7 @@ export class OutboxSender {
     this.closed = true;
     clearTimeout(this.timer);
     await this.running;
-    await this.listener?.close();
+    this.unsubscribe?.();
     this.transport.close();
   }
 

@@ -1,11 +1,13 @@
 import { sql } from 'kysely';
 import type { Db, InviteMethod, PortalConfigRow, PortalUserRow } from '../../db/tables.js';
+import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 
 /** The tenant's portal block (D9: no row = the portal is not configured). */
 export async function loadPortalConfig(db: Db, tenantId: string): Promise<PortalConfigRow | undefined> {
   return db.selectFrom('portal_config').selectAll().where('tenant_id', '=', tenantId).executeTakeFirst();
 }
 
+/** The tenant's display name (an invitation names it). */
 export async function findTenantName(db: Db, tenantId: string): Promise<string> {
   return (await db.selectFrom('tenant').select('name').where('id', '=', tenantId).executeTakeFirstOrThrow()).name;
 }
@@ -22,6 +24,7 @@ export async function findPortalUsersByEmail(db: Db, tenantId: string, subjectId
     .execute();
 }
 
+/** A subject's self-access portal user, if it has one. */
 export async function findSelfAccessUser(db: Db, tenantId: string, subjectId: string): Promise<PortalUserRow | undefined> {
   return db
     .selectFrom('portal_user')
@@ -46,6 +49,7 @@ export async function insertPortalUser(
     .executeTakeFirst();
 }
 
+/** Sets a portal user's display name and invite method. */
 export async function updatePortalUser(db: Db, tenantId: string, id: string, set: { displayName: string; inviteMethod: InviteMethod }): Promise<PortalUserRow> {
   return db
     .updateTable('portal_user')
@@ -75,6 +79,7 @@ export function portalUserListQuery(db: Db, tenantId: string, subjectId: string)
   return db.selectFrom('portal_user as p').selectAll('p').where('p.tenant_id', '=', tenantId).where('p.subject_id', '=', subjectId);
 }
 
+/** How many portal users a subject has. */
 export async function countPortalUsers(db: Db, tenantId: string, subjectId: string): Promise<number> {
   const r = await db
     .selectFrom('portal_user')
@@ -83,4 +88,23 @@ export async function countPortalUsers(db: Db, tenantId: string, subjectId: stri
     .where('subject_id', '=', subjectId)
     .executeTakeFirstOrThrow();
   return Number(r.n);
+}
+
+/** The cursor name of a subject's portal users: a cursor is not a position of another subject's list. */
+export const portalUserList = (subjectId: string) => `portalUser~${subjectId}`;
+
+/** The orderings of a subject's portal users (D6): by e-mail (compared case-insensitively) or display name; ties by id. */
+export type PortalUserOrder = 'Email' | 'DisplayName';
+
+/** One page of a subject's portal users. */
+export async function pagePortalUsers(db: Db, tenantId: string, subjectId: string, order: PortalUserOrder, args: PageArgs): Promise<Connection<PortalUserRow>> {
+  const common = { type: 'text' as const, nullable: false, id: sql.ref('p.id'), idType: 'uuid' as const };
+  const sort: SortKey = order === 'Email' ? { name: 'Email', value: sql.ref('p.email_key'), ...common } : { name: 'DisplayName', value: sql.ref('p.display_name'), ...common };
+  return paginate<PortalUserRow>({
+    list: portalUserList(subjectId),
+    query: portalUserListQuery(db, tenantId, subjectId),
+    count: () => countPortalUsers(db, tenantId, subjectId),
+    sort,
+    args,
+  });
 }

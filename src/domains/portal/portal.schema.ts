@@ -1,15 +1,14 @@
 import { createContextCache } from '@pothos/core';
-import { sql } from 'kysely';
 import { builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
 import type { MailOutboxRow, MailStatus, PortalUserRow } from '../../db/tables.js';
 import { NotFoundError, ValidationError } from '../../core/errors.js';
-import { type PageArgs, type SortKey, paginate, paginateLoaded } from '../../db/paging.js';
+import { type PageArgs, paginateLoaded } from '../../db/paging.js';
 import { findSubjectsByIds } from '../subject/subject.repository.js';
 import { SubjectRef, subjectUuid } from '../subject/subject.schema.js';
-import { outboxListQuery, outboxStats } from './outbox.repository.js';
-import { countPortalUsers, loadPortalConfig, portalUserListQuery } from './portal.repository.js';
+import { outboxStats, pageOutboxMails } from './outbox.repository.js';
+import { type PortalUserOrder, loadPortalConfig, pagePortalUsers, portalUserList } from './portal.repository.js';
 import { inviteToPortal, removePortalAccess } from './portal.service.js';
 
 export const PortalUserRef = builder.objectRef<PortalUserRow>('PortalUser').implement({
@@ -28,30 +27,20 @@ const PortalUserConnection = builder.connectionObject({ type: PortalUserRef, nam
 const portalConfig = createContextCache((ctx: Context) => loadPortalConfig(ctx.db, ctx.principal.tenantId));
 
 /** D6 for portal users: by e-mail (default, compared case-insensitively) or DisplayName; ties by id. */
-function portalUserSort(orderBy: string | null | undefined): SortKey {
+function portalUserOrder(orderBy: string | null | undefined): PortalUserOrder {
   const name = (orderBy ?? 'Email').toLowerCase();
-  const common = { type: 'text' as const, nullable: false, id: sql.ref('p.id'), idType: 'uuid' as const };
-  if (name === 'email') return { name: 'Email', value: sql.ref('p.email_key'), ...common };
-  if (name === 'displayname') return { name: 'DisplayName', value: sql.ref('p.display_name'), ...common };
+  if (name === 'email') return 'Email';
+  if (name === 'displayname') return 'DisplayName';
   throw ValidationError.at('orderBy', `Unknown OrderBy '${orderBy}'. Use Email or DisplayName.`);
 }
 
 /** One page of a subject's portal users (D9: an empty page when the portal is not configured). */
 async function portalUsersPage(ctx: Context, subjectId: string, args: PageArgs) {
-  const sort = portalUserSort(args.orderBy);
-  // A cursor names its subject's list: it is not a position of another subject's.
-  const list = `portalUser~${subjectId}`;
+  const order = portalUserOrder(args.orderBy);
   if (!(await portalConfig(ctx))) {
-    return paginateLoaded<PortalUserRow>({ list, sortName: sort.name, items: [], position: (u) => ({ v: u.email_key, i: u.id }), args });
+    return paginateLoaded<PortalUserRow>({ list: portalUserList(subjectId), sortName: order, items: [], position: (u) => ({ v: u.email_key, i: u.id }), args });
   }
-  const tenantId = ctx.principal.tenantId;
-  return paginate<PortalUserRow>({
-    list,
-    query: portalUserListQuery(ctx.db, tenantId, subjectId),
-    count: () => countPortalUsers(ctx.db, tenantId, subjectId),
-    sort,
-    args,
-  });
+  return pagePortalUsers(ctx.db, ctx.principal.tenantId, subjectId, order, args);
 }
 
 builder.objectField(SubjectRef, 'portalUsers', (t) =>
@@ -119,10 +108,7 @@ const MailOutboxRef = builder.objectRef<{ tenantId: string }>('MailOutbox').impl
         args: { status: t.arg({ type: MailStatusEnum }), ...orderArgs(t.arg) },
         resolve: (o, args, ctx) => {
           if (args.orderBy && args.orderBy.toLowerCase() !== 'createdat') throw ValidationError.at('orderBy', `Unknown OrderBy '${args.orderBy}'. Use CreatedAt.`);
-          const query = outboxListQuery(ctx.db, o.tenantId, args.status as MailStatus | null | undefined);
-          const count = async () => Number((await query.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
-          const sort: SortKey = { name: 'CreatedAt', value: sql.ref('m.created_at'), type: 'timestamptz', nullable: false, id: sql.ref('m.id'), idType: 'uuid' };
-          return paginate<MailOutboxRow>({ list: `outboxMail~${args.status ?? ''}`, query, count, sort, args });
+          return pageOutboxMails(ctx.db, o.tenantId, args.status as MailStatus | null | undefined, args);
         },
       },
       OutboxMailConnection,
@@ -191,7 +177,7 @@ builder.mutationFields((t) => ({
     },
     resolve: async (_root, { input }, ctx) => {
       const subjectId = subjectUuid(input.subjectId);
-      return { subjectId, portalUsers: await inviteToPortal(ctx.db, ctx.principal, subjectId, input.emails) };
+      return { subjectId, portalUsers: await inviteToPortal(ctx, subjectId, input.emails) };
     },
   }),
   removeSubjectPortalAccess: t.field({
@@ -211,7 +197,7 @@ builder.mutationFields((t) => ({
     },
     resolve: async (_root, { input }, ctx) => {
       const subjectId = subjectUuid(input.subjectId);
-      return { subjectId, portalUsers: await removePortalAccess(ctx.db, ctx.principal, subjectId, input.thirdPartyUserEmails) };
+      return { subjectId, portalUsers: await removePortalAccess(ctx, subjectId, input.thirdPartyUserEmails) };
     },
   }),
 }));

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import type { Db, PortalConfigRow, PortalUserRow, SubjectRow } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
-import { type Principal, requirePermission } from '../../core/permissions.js';
+import { requirePermission } from '../../core/permissions.js';
+import type { Context } from '../../graphql/context.js';
 import { firstText } from '../subject/subject-values.js';
 import { type SubjectConfig, loadSubjectConfig, lockSubjectById } from '../subject/subject.repository.js';
 import { type InvitationTemplate, invitationValues, renderInvitation } from './invitation-mail.js';
@@ -76,11 +77,15 @@ function invitationMail(user: PortalUserRow, ctx: MailContext): NewMail {
  * mail of theirs is queued again), and only new users get a mail, queued in the same transaction.
  * Order of checks: 403, 404, 400 (malformed e-mails, each by index), then the 409s.
  */
-export async function inviteToPortal(db: Db, principal: Principal, subjectId: string, emails: readonly string[] | null | undefined): Promise<PortalUserRow[]> {
-  requirePermission(principal, 'Create:SubjectAccessInvite');
-  const tenantId = principal.tenantId;
+export async function inviteToPortal(
+  ctx: Pick<Context, 'db' | 'principal'>,
+  subjectId: string,
+  emails: readonly string[] | null | undefined,
+): Promise<PortalUserRow[]> {
+  requirePermission(ctx.principal, 'Create:SubjectAccessInvite');
+  const tenantId = ctx.principal.tenantId;
   const thirdParty = emails !== null && emails !== undefined;
-  return inTransaction(db, async (trx) => {
+  return inTransaction(ctx.db, async (trx) => {
     const subject = await lockSubject(trx, tenantId, subjectId);
     if (thirdParty) {
       if (emails.length > MAX_EMAILS) throw ValidationError.at('emails', `At most ${MAX_EMAILS} e-mail addresses at once.`);
@@ -165,15 +170,14 @@ async function inviteSelf(trx: Db, tenantId: string, subject: SubjectRow, portal
  * Their invitation mails not yet sent are cancelled in the same transaction. Returns the removed users.
  */
 export async function removePortalAccess(
-  db: Db,
-  principal: Principal,
+  ctx: Pick<Context, 'db' | 'principal'>,
   subjectId: string,
   thirdPartyUserEmails: readonly string[] | null | undefined,
 ): Promise<PortalUserRow[]> {
-  requirePermission(principal, 'Delete:SubjectAccessInvite');
-  const tenantId = principal.tenantId;
+  requirePermission(ctx.principal, 'Delete:SubjectAccessInvite');
+  const tenantId = ctx.principal.tenantId;
   const thirdParty = thirdPartyUserEmails !== null && thirdPartyUserEmails !== undefined;
-  return inTransaction(db, async (trx) => {
+  return inTransaction(ctx.db, async (trx) => {
     const subject = await lockSubject(trx, tenantId, subjectId);
     requireAccessKind(await loadPortalConfig(trx, tenantId), thirdParty);
     const removed = thirdParty

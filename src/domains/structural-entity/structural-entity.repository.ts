@@ -1,6 +1,8 @@
 import { type SqlBool, sql } from 'kysely';
-import type { FieldDef } from '../custom-field/custom-field.js';
-import type { Db, StructuralEntityRow, StructureType } from '../../db/tables.js';
+import { type FieldDef, sqlTypeOf } from '../custom-field/custom-field.js';
+import { jsonFieldSortExpr } from '../custom-field/custom-field.repository.js';
+import type { DataTypeName, Db, StructuralEntityRow, StructureType } from '../../db/tables.js';
+import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 
@@ -83,9 +85,68 @@ export function entityListQuery(db: Db, tenantId: string, f: EntityFilters) {
   return q;
 }
 
-export async function countRows(q: ReturnType<typeof entityListQuery>): Promise<number> {
+/** How many rows an `entityListQuery` has. */
+async function countRows(q: ReturnType<typeof entityListQuery>): Promise<number> {
   const r = await q.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
   return Number(r.n);
+}
+
+/** The OrderBy keys every entity list knows (D6, P14), besides custom field keys. */
+export const BUILT_IN_ENTITY_ORDERS = ['Key', 'DisplayName', 'Depth', 'StructureTypeKey'] as const;
+export type BuiltInEntityOrder = (typeof BUILT_IN_ENTITY_ORDERS)[number];
+
+const BUILT_IN_COLUMNS: Record<BuiltInEntityOrder, Omit<SortKey, 'name' | 'id' | 'idType'>> = {
+  Key: { value: sql.ref('e.key'), type: 'text', nullable: false },
+  DisplayName: { value: sql.ref('e.display_name'), type: 'text', nullable: false },
+  Depth: { value: sql.ref('e.depth'), type: 'integer', nullable: false },
+  StructureTypeKey: { value: sql.ref('e.structure_type_key'), type: 'text', nullable: false },
+};
+
+/**
+ * How `entityListQuery`'s rows (`e`) order by a built-in key, or by a custom field of `dataType` (a
+ * missing value sorts last); ties by key.
+ */
+export function entitySortKey(order: { builtIn: BuiltInEntityOrder } | { field: string; dataType: DataTypeName }): SortKey {
+  const id = { id: sql.ref('e.key'), idType: 'text' as const };
+  if ('builtIn' in order) return { name: order.builtIn, ...BUILT_IN_COLUMNS[order.builtIn], ...id };
+  const { field, dataType } = order;
+  return { name: field, value: jsonFieldSortExpr(sql.ref('e.custom_values'), field, dataType, false), type: sqlTypeOf(dataType), nullable: true, ...id };
+}
+
+/** One page of the filtered entities in `sort` (an `entitySortKey`) order. */
+export async function pageEntities(db: Db, tenantId: string, filters: EntityFilters, sort: SortKey, args: PageArgs): Promise<Connection<StructuralEntityRow>> {
+  const query = entityListQuery(db, tenantId, filters);
+  return paginate<StructuralEntityRow>({ list: 'structuralEntity', query, count: () => countRows(query), sort, args });
+}
+
+/** The entity of this key, locked FOR UPDATE for the caller's transaction (an upsert). */
+export async function lockEntityByKey(db: Db, tenantId: string, key: string): Promise<StructuralEntityRow | undefined> {
+  return (await db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).forUpdate().execute())[0];
+}
+
+/**
+ * The entities of these keys, locked FOR SHARE: a concurrent change of an entity's type (to one subjects
+ * cannot be assigned to) waits for the caller's transaction, which assigns subjects to them (D8 409).
+ */
+export async function shareLockEntitiesByKeys(db: Db, tenantId: string, keys: readonly string[]) {
+  return db.selectFrom('structural_entity').select(['id', 'key', 'structure_type_key']).where('tenant_id', '=', tenantId).where('key', 'in', keys).forShare().execute();
+}
+
+/** The ids of the entities of these keys (keys naming none are left out). */
+export async function findEntityIdsByKeys(db: Db, tenantId: string, keys: readonly string[]): Promise<string[]> {
+  return (await db.selectFrom('structural_entity').select('id').where('tenant_id', '=', tenantId).where('key', 'in', keys).execute()).map((r) => r.id);
+}
+
+/** Whether any subject is located at the entity (D8: its type must stay subject-assignable). */
+export async function hasLocatedSubjects(db: Db, tenantId: string, entityId: string): Promise<boolean> {
+  const located = await db
+    .selectFrom('subject_location')
+    .select('subject_id')
+    .where('tenant_id', '=', tenantId)
+    .where('structural_entity_id', '=', entityId)
+    .limit(1)
+    .execute();
+  return located.length > 0;
 }
 
 export interface EntityWrite {
@@ -95,6 +156,7 @@ export interface EntityWrite {
   custom_values: Record<string, unknown>;
 }
 
+/** Inserts an entity under `parent` (null = at the top); its path follows from the parent's. */
 export async function insertEntity(db: Db, tenantId: string, e: EntityWrite, parent: StructuralEntityRow | null): Promise<StructuralEntityRow> {
   return db
     .insertInto('structural_entity')
@@ -111,6 +173,7 @@ export async function insertEntity(db: Db, tenantId: string, e: EntityWrite, par
     .executeTakeFirstOrThrow();
 }
 
+/** Writes an entity's name, type and custom values (its place in the tree: `moveSubtree`). */
 export async function updateEntity(db: Db, tenantId: string, id: string, e: EntityWrite): Promise<void> {
   await db
     .updateTable('structural_entity')

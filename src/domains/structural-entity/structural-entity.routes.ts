@@ -3,7 +3,7 @@ import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestStructuralEntityFragment } from '../../generated/graphql.js';
 import { problem } from '../../core/errors.js';
-import { SentValueSchema, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
+import { SentValueSchema, booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
 import { defineRoute } from '../../http/rest/route.js';
 import { documentedAs } from '../../http/openapi/documented.js';
 
@@ -122,14 +122,7 @@ const listEntities = defineRoute({
       z.int32().optional().meta({ description: 'Only entities at this depth (1 at the top).' }),
     ),
     SearchTerm: z.string().optional().meta({ description: 'Search on the display name and key.' }),
-    SubjectAssignable: documentedAs(
-      z
-        .string()
-        .regex(/^(true|false)$/i, 'SubjectAssignable must be true or false.')
-        .transform((v) => v.toLowerCase() === 'true')
-        .optional(),
-      z.boolean().optional().meta({ description: 'Only entities whose structure type is (true) or is not (false) subject-assignable.' }),
-    ),
+    SubjectAssignable: booleanQuery('SubjectAssignable', 'Only entities whose structure type is (true) or is not (false) subject-assignable.'),
     StructureTypeKey: z.string().optional().meta({ description: 'Only entities of this structure type.' }),
     ...pagingQuery,
   }),

@@ -1,21 +1,21 @@
 import { createContextCache } from '@pothos/core';
-import { sql } from 'kysely';
 import { builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
-import { type Scalar, sortKeyOf, sqlTypeOf } from '../custom-field/custom-field.js';
-import { jsonFieldSortExpr } from '../custom-field/custom-field.repository.js';
+import { type Scalar, sortKeyOf } from '../custom-field/custom-field.js';
 import { CustomFieldRef, CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../custom-field/custom-field.schema.js';
 import type { StructuralEntityRow } from '../../db/tables.js';
 import { ValidationError } from '../../core/errors.js';
-import { type PageArgs, type SortKey, paginate } from '../../db/paging.js';
+import type { PageArgs, SortKey } from '../../db/paging.js';
 import { requirePermission } from '../../core/permissions.js';
 import {
+  BUILT_IN_ENTITY_ORDERS,
+  type BuiltInEntityOrder,
   type EntityFilters,
-  countRows,
-  entityListQuery,
-  findEntitiesByKeys,
   cachedStructureTypes,
+  entitySortKey,
+  findEntitiesByKeys,
+  pageEntities,
   structureFieldTypes,
 } from './structural-entity.repository.js';
 import { upsertStructuralEntity } from './structural-entity.service.js';
@@ -78,32 +78,32 @@ export interface EntityOrder {
   memoryKey: (e: StructuralEntityRow) => string;
 }
 
-const BUILT_IN_ORDER: Record<string, { sql: Omit<SortKey, 'name' | 'id' | 'idType'>; memoryKey: (e: StructuralEntityRow) => string }> = {
-  Key: { sql: { value: sql.ref('e.key'), type: 'text', nullable: false }, memoryKey: (e) => sortKeyOf('String', e.key) },
-  DisplayName: { sql: { value: sql.ref('e.display_name'), type: 'text', nullable: false }, memoryKey: (e) => sortKeyOf('String', e.display_name) },
-  Depth: { sql: { value: sql.ref('e.depth'), type: 'integer', nullable: false }, memoryKey: (e) => sortKeyOf('Integer', e.depth) },
-  StructureTypeKey: { sql: { value: sql.ref('e.structure_type_key'), type: 'text', nullable: false }, memoryKey: (e) => sortKeyOf('String', e.structure_type_key) },
+/** A built-in key's order over loaded rows, the same as its SQL order. */
+const BUILT_IN_MEMORY_KEY: Record<BuiltInEntityOrder, (e: StructuralEntityRow) => string> = {
+  Key: (e) => sortKeyOf('String', e.key),
+  DisplayName: (e) => sortKeyOf('String', e.display_name),
+  Depth: (e) => sortKeyOf('Integer', e.depth),
+  StructureTypeKey: (e) => sortKeyOf('String', e.structure_type_key),
 };
 
 async function resolveEntityOrder(ctx: Context, orderBy: string | null | undefined): Promise<EntityOrder> {
-  const id = { id: sql.ref('e.key'), idType: 'text' as const };
-  const builtIn = (name: string): EntityOrder => ({ sort: { name, ...BUILT_IN_ORDER[name]!.sql, ...id }, memoryKey: BUILT_IN_ORDER[name]!.memoryKey });
+  const builtIn = (name: BuiltInEntityOrder): EntityOrder => ({ sort: entitySortKey({ builtIn: name }), memoryKey: BUILT_IN_MEMORY_KEY[name] });
   const name = orderBy ?? 'Key';
-  // Own properties only: `constructor` or `toString` is an unknown OrderBy, not Object.prototype's.
-  if (Object.hasOwn(BUILT_IN_ORDER, name)) return builtIn(name);
+  const exact = BUILT_IN_ENTITY_ORDERS.find((k) => k === name);
+  if (exact) return builtIn(exact);
   const types = await structureFieldTypes(ctx.db, ctx.principal.tenantId, name);
   if (types.length > 0) {
     // A key with different data types in different structure types orders as text.
     const type = types.length === 1 ? types[0]!.data_type : 'String';
     return {
-      sort: { name, value: jsonFieldSortExpr(sql.ref('e.custom_values'), name, type, false), type: sqlTypeOf(type), nullable: true, ...id },
+      sort: entitySortKey({ field: name, dataType: type }),
       memoryKey: (e) => {
         const v = e.custom_values[name] as Scalar | Scalar[] | undefined;
         return sortKeyOf(type, Array.isArray(v) ? v[0] : v);
       },
     };
   }
-  const ci = Object.keys(BUILT_IN_ORDER).find((k) => k.toLowerCase() === name.toLowerCase());
+  const ci = BUILT_IN_ENTITY_ORDERS.find((k) => k.toLowerCase() === name.toLowerCase());
   if (ci) return builtIn(ci);
   throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Key, DisplayName, Depth, StructureTypeKey or a custom field key.`);
 }
@@ -122,8 +122,7 @@ export function entityOrder(ctx: Context, orderBy: string | null | undefined): P
 /** One page of entities: the list behind the root field, `children`, and REST's list. */
 export async function listEntities(ctx: Context, filters: EntityFilters, args: PageArgs) {
   const { sort } = await entityOrder(ctx, args.orderBy);
-  const query = entityListQuery(ctx.db, ctx.principal.tenantId, filters);
-  return paginate<StructuralEntityRow>({ list: 'structuralEntity', query, count: () => countRows(query), sort, args });
+  return pageEntities(ctx.db, ctx.principal.tenantId, filters, sort, args);
 }
 
 builder.queryFields((t) => ({
@@ -180,7 +179,7 @@ builder.mutationFields((t) => ({
     description: 'Creates (Create:StructuralEntity) or updates (Edit:StructuralEntity) an entity by key (D8).',
     args: { input: t.arg({ type: UpsertStructuralEntityInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
-      upsertStructuralEntity(ctx.db, ctx.principal.tenantId, input, {
+      upsertStructuralEntity(ctx, input, {
         authorize: (exists) => requirePermission(ctx.principal, exists ? 'Edit:StructuralEntity' : 'Create:StructuralEntity'),
       }),
   }),

@@ -2,12 +2,15 @@ import { type FieldDef, type StoredValue, parseSentValues } from '../custom-fiel
 import type { Db, StructuralEntityRow } from '../../db/tables.js';
 import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector } from '../../core/errors.js';
+import type { Principal } from '../../core/permissions.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
 import {
   findEntitiesByKeys,
   findStructureTypes,
+  hasLocatedSubjects,
   insertEntity,
+  lockEntityByKey,
   lockTree,
   moveSubtree,
   updateEntity,
@@ -36,15 +39,16 @@ export interface UpsertOptions {
 
 /**
  * Creates or updates one structural entity with every rule of D8, atomically. Used by the GraphQL
- * mutation (and so REST) and by the tenant configuration file.
+ * mutation (and so REST) and by the tenant configuration file, which has no request: `ctx` needs only
+ * the tenant (`opts.authorize` carries the caller's permission checks).
  */
 export async function upsertStructuralEntity(
-  db: Db,
-  tenantId: string,
+  ctx: { db: Db; principal: Pick<Principal, 'tenantId'> },
   input: UpsertEntityInput,
   opts: UpsertOptions = {},
 ): Promise<{ entity: StructuralEntityRow; created: boolean }> {
-  const attempt = () => inTransaction(db, (trx) => upsertInTransaction(trx, tenantId, input, opts));
+  const { db } = ctx;
+  const attempt = () => inTransaction(db, (trx) => upsertInTransaction(trx, ctx.principal.tenantId, input, opts));
   try {
     return await attempt();
   } catch (e) {
@@ -62,9 +66,7 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
   errors.throwIfAny();
 
   if (input.parentKey !== undefined) await lockTree(db, tenantId);
-  const existing = (
-    await db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', '=', input.key).forUpdate().execute()
-  )[0];
+  const existing = await lockEntityByKey(db, tenantId, input.key);
   opts.authorize?.(existing !== undefined);
 
   if (input.displayName !== undefined || !existing) {
@@ -118,14 +120,7 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
 
   // D8: an entity holding subjects cannot become a type subjects cannot be assigned to.
   if (existing && type && existing.structure_type_key !== type.key && !type.subject_assignable) {
-    const located = await db
-      .selectFrom('subject_location')
-      .select('subject_id')
-      .where('tenant_id', '=', tenantId)
-      .where('structural_entity_id', '=', existing.id)
-      .limit(1)
-      .execute();
-    if (located.length > 0) {
+    if (await hasLocatedSubjects(db, tenantId, existing.id)) {
       throw new ConflictError(`'${existing.key}' has subjects; its type cannot change to '${type.key}', which is not subject-assignable.`);
     }
   }

@@ -3,6 +3,7 @@ import { LRUCache } from 'lru-cache';
 import { type Expression, type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../custom-field/custom-field.js';
 import type { Db, StructuralEntityRow, SubjectRow } from '../../db/tables.js';
+import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchScore, matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 import { readDataVersion } from '../tenant/tenant.repository.js';
@@ -16,6 +17,7 @@ export interface SubjectConfig {
   externalIdKey: string | undefined;
 }
 
+/** Reads the tenant's subject configuration (two queries); requests use `cachedSubjectConfig`. */
 export async function loadSubjectConfig(db: Db, tenantId: string): Promise<SubjectConfig> {
   const [fields, tenant] = await Promise.all([
     db.selectFrom('subject_field').selectAll().where('tenant_id', '=', tenantId).orderBy('position').execute(),
@@ -34,21 +36,46 @@ export async function loadSubjectConfig(db: Db, tenantId: string): Promise<Subje
 export const cachedSubjectConfig = configVersionCache(loadSubjectConfig);
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Whether `s` is a UUID: anything else names no subject (and would fail a uuid comparison). */
 export const isUuid = (s: string) => UUID.test(s);
 
+/** Subjects by id, in no particular order (loaders sort); ids that are not UUIDs name none. */
 export async function findSubjectsByIds(db: Db, tenantId: string, ids: readonly string[]): Promise<SubjectRow[]> {
   const valid = ids.filter(isUuid);
   if (valid.length === 0) return [];
   return db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId).where('id', 'in', valid).execute();
 }
 
+/** The subject of this id, locked FOR UPDATE for the caller's transaction. */
 export async function lockSubjectById(db: Db, tenantId: string, id: string): Promise<SubjectRow | undefined> {
   if (!isUuid(id)) return undefined;
   return db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).forUpdate().executeTakeFirst();
 }
 
+/** The subject with these matching values (D7), locked FOR UPDATE for the caller's transaction. */
 export async function lockSubjectByMatchingKey(db: Db, tenantId: string, matchingKey: string): Promise<SubjectRow | undefined> {
   return db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId).where('matching_key', '=', matchingKey).forUpdate().executeTakeFirst();
+}
+
+/** The id of the tenant's subject with this UUID (compared in lower case), if there is one. */
+export async function findSubjectId(db: Db, tenantId: string, id: string): Promise<string | undefined> {
+  if (!isUuid(id)) return undefined;
+  return (await db.selectFrom('subject').select('id').where('tenant_id', '=', tenantId).where('id', '=', id.toLowerCase()).executeTakeFirst())?.id;
+}
+
+/** The subjects whose first value of the field is `text` (usually one; a non-unique field may give more). */
+export async function findSubjectIdsByFirstValue(db: Db, tenantId: string, fieldKey: string, text: string): Promise<string[]> {
+  // md5 first so the filter index answers.
+  const rows = await db
+    .selectFrom('subject_value')
+    .select('subject_id')
+    .where('tenant_id', '=', tenantId)
+    .where('field_key', '=', fieldKey)
+    .where(sql<boolean>`md5(value_text) = md5(${text})`)
+    .where('value_text', '=', text)
+    .where('ordinal', '=', 0)
+    .execute();
+  return rows.map((r) => r.subject_id);
 }
 
 export interface SubjectWrite {
@@ -67,6 +94,7 @@ export async function insertSubject(db: Db, tenantId: string, s: SubjectWrite): 
     .executeTakeFirst();
 }
 
+/** Writes a subject's values and the identity derived from them. */
 export async function updateSubjectRow(db: Db, tenantId: string, id: string, s: SubjectWrite): Promise<SubjectRow> {
   return db
     .updateTable('subject')
@@ -93,7 +121,6 @@ export async function subjectsAfter(db: Db, tenantId: string, afterId: string | 
   return q.orderBy('id').limit(limit).execute();
 }
 
-/** Locations of several subjects in one query, with the entities. */
 /**
  * The locations of some subjects, and in the same statement the parents of those entities (rows with a
  * null `subject_id`): a page of subjects with `parent { ... }` costs no further query (issue 8).
@@ -119,6 +146,7 @@ export async function findLocations(db: Db, tenantId: string, subjectIds: readon
     .execute();
 }
 
+/** Locates a subject at these entities; locations it has already are kept. */
 export async function addLocations(db: Db, tenantId: string, subjectId: string, entityIds: readonly string[]): Promise<void> {
   if (entityIds.length === 0) return;
   await db
@@ -128,6 +156,7 @@ export async function addLocations(db: Db, tenantId: string, subjectId: string, 
     .execute();
 }
 
+/** Removes a subject's locations at these entities, or all of them. */
 export async function removeLocations(db: Db, tenantId: string, subjectId: string, entityIds: readonly string[] | 'all'): Promise<void> {
   let q = db.deleteFrom('subject_location').where('tenant_id', '=', tenantId).where('subject_id', '=', subjectId);
   if (entityIds !== 'all') {
@@ -221,6 +250,86 @@ export function searchMatches(db: Db, tenantId: string, term: string) {
     .where('v.searchable', '=', true)
     .where(matchesTerm(term, sql.ref('v.value_text')))
     .groupBy('v.subject_id');
+}
+
+/**
+ * How a subject list is ordered (D6): best match first (a search term and no OrderBy), by id, or by a
+ * field's first value (ExternalId or a field key; `name` is the OrderBy as the cursor carries it).
+ */
+export type SubjectOrder = { by: 'relevance' } | { by: 'id' } | { by: 'field'; name: string; fieldKey: string };
+
+/**
+ * One page of the subjects matching `filters` in `order`; `dataVersion` as for `countSubjects`. The
+ * query takes the cheapest path the filters and order allow (issue 8); every path has the same sort
+ * values and ids, so a cursor fits whichever path the next page takes.
+ */
+export async function pageSubjects(
+  db: Db,
+  tenantId: string,
+  config: SubjectConfig,
+  filters: SubjectFilters,
+  order: SubjectOrder,
+  args: PageArgs,
+  dataVersion?: string,
+): Promise<Connection<SubjectRow>> {
+  const id = { id: sql.ref('s.id'), idType: 'uuid' as const };
+  const relevance = order.by === 'relevance';
+  const orderField = order.by === 'field' ? order.fieldKey : undefined;
+  // Ordered through the joined index rows `o`: the tie-breaker is o.subject_id (= s.id) so that the
+  // keyset row comparison (o.sort_key, o.subject_id) > (...) is a range condition on one index.
+  const sort: SortKey =
+    order.by === 'relevance'
+      ? // Best first as an ascending order: the negated score.
+        { name: '~relevance', value: sql`(0 - m.score)`, type: 'double precision', nullable: false, ...id }
+      : order.by === 'id'
+        ? { name: 'Id', value: sql.ref('s.id'), type: 'uuid', nullable: false, ...id }
+        : { name: order.name, value: sql.ref('o.sort_key'), type: 'text', nullable: false, id: sql.ref('o.subject_id'), idType: 'uuid' };
+  // One value of a single-value field, in ExternalId order: the value's index rows carry the subject's
+  // ExternalId sort key (migration 0007), so the page is the first rows of one index range, however
+  // many subjects match (issue 8). Same sort values and ids as the `o` join: cursors fit either path.
+  const values = filters.values ?? [];
+  const only = values.length === 1 && values[0]!.texts.length === 1 ? values[0]! : undefined;
+  const byListKey = only && !config.byKey.get(only.key)!.isArray && orderField !== undefined && orderField === config.externalIdKey;
+  let query = subjectListQuery(
+    db,
+    tenantId,
+    relevance ? { ...filters, searchTerm: undefined } : byListKey ? { ...filters, values: undefined, match: undefined } : filters,
+  ).selectAll('s');
+  if (relevance) {
+    query = query.innerJoin(searchMatches(db, tenantId, filters.searchTerm!).as('m'), (j) => j.onRef('m.subject_id', '=', 's.id')) as unknown as typeof query;
+  }
+  if (byListKey) {
+    const text = only!.texts[0]!;
+    query = query
+      .innerJoin('subject_value as o', (j) =>
+        j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', only!.key),
+      )
+      .where(sql<SqlBool>`md5(o.value_text) = ${md5Hex(text)}`)
+      .where('o.value_text', '=', text) as unknown as typeof query;
+  } else if (orderField) {
+    query = query.innerJoin('subject_value as o', (j) =>
+      j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', orderField).on('o.ordinal', '=', 0),
+    ) as unknown as typeof query;
+  }
+  // A relevance cursor fits only the term that produced it.
+  // Bound to the term by a digest: a cursor stays small whatever the term's length (issue 9).
+  const list = relevance ? `subject~${createHash('sha256').update(filters.searchTerm!).digest('base64url').slice(0, 16)}` : 'subject';
+  const pageSort = byListKey ? { ...sort, value: sql.ref('o.list_key') } : sort;
+  // Unfiltered and ordered by a field, the list is exactly the field's ordinal-0 rows (every subject has
+  // one per field, written with it): the probes behind a cursor need not join the subjects.
+  const unfiltered = !filters.entityKeys && !filters.values && !filters.searchTerm;
+  const probeQuery =
+    unfiltered && orderField
+      ? db.selectFrom('subject_value as o').where('o.tenant_id', '=', tenantId).where('o.field_key', '=', orderField).where('o.ordinal', '=', 0)
+      : undefined;
+  return paginate<SubjectRow>({
+    list,
+    query,
+    ...(probeQuery ? { probeQuery } : {}),
+    count: () => countSubjects(db, tenantId, filters, dataVersion),
+    sort: pageSort,
+    args,
+  });
 }
 
 // Counts per (tenant, data version, filters). The version is bumped in the same transaction as every

@@ -3,7 +3,7 @@ import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestSubjectFragment, RestSubjectWithLocationsFragment } from '../../generated/graphql.js';
 import { problem } from '../../core/errors.js';
-import { SentValueSchema, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
+import { SentValueSchema, booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
 import { defineRoute, pascalLocation } from '../../http/rest/route.js';
 import { documentedAs } from '../../http/openapi/documented.js';
 import { RestStructuralEntitySchema, exampleHeadOffice, exampleSalesNorth, toRestEntity } from '../structural-entity/structural-entity.routes.js';
@@ -141,14 +141,7 @@ const listSubjects = defineRoute({
   query: z.looseObject({
     StructuralEntityKeys: keyList.meta({ description: 'Subjects located at any of these (repeatable or comma-separated).' }),
     structuralEntityKey: keyList.meta({ description: 'Alias of StructuralEntityKeys.' }),
-    IncludeDescendants: documentedAs(
-      z
-        .string()
-        .regex(/^(true|false)?$/i, 'IncludeDescendants must be true or false.')
-        .transform((v) => v.toLowerCase() !== 'false')
-        .optional(),
-      z.boolean().optional().meta({ description: 'Also subjects located below those structural entities (false when absent; present without a value: true).' }),
-    ),
+    IncludeDescendants: booleanQuery('IncludeDescendants', 'Also subjects located below those structural entities (false when absent; present without a value: true).', { bare: true }),
     SearchTerm: z.string().optional().meta({ description: 'Search on the subjects\' values; the answer is ordered by relevance unless OrderBy is given.' }),
     'customFieldValueFilter.match': documentedAs(
       z

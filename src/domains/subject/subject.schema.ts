@@ -1,8 +1,6 @@
-import { createHash } from 'node:crypto';
 import { type ArgBuilder, createContextCache } from '@pothos/core';
 import { decodeGlobalID } from '@pothos/plugin-relay';
 import DataLoader from 'dataloader';
-import { type SqlBool, sql } from 'kysely';
 import { type Types, builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
@@ -10,20 +8,18 @@ import { CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '.
 import type { StructuralEntityRow, SubjectRow } from '../../db/tables.js';
 import { ErrorCollector, ValidationError } from '../../core/errors.js';
 import { requirePermission } from '../../core/permissions.js';
-import { type PageArgs, type SortKey, paginate, paginateLoaded } from '../../db/paging.js';
+import { type PageArgs, paginateLoaded } from '../../db/paging.js';
 import { StructuralEntityConnection, StructuralEntityRef, entityOrder } from '../structural-entity/structural-entity.schema.js';
 import { canonicalFilterValue } from './subject-values.js';
 import {
   type SubjectConfig,
   type SubjectFilters,
-  countSubjects,
+  type SubjectOrder,
+  cachedSubjectConfig,
   findLocations,
   findSubjectsByIds,
   isUuid,
-  cachedSubjectConfig,
-  md5Hex,
-  searchMatches,
-  subjectListQuery,
+  pageSubjects,
 } from './subject.repository.js';
 import { addSubjectLocations, removeSubjectLocations, updateSubject, upsertSubject } from './subject.service.js';
 
@@ -114,23 +110,14 @@ export interface SubjectListInput {
 }
 
 /** D6 OrderBy for subjects; with a search term and no OrderBy, best match first. */
-function subjectSort(config: SubjectConfig, orderBy: string | null | undefined, searchTerm: string | undefined): { sort: SortKey; orderField?: string } {
-  const id = { id: sql.ref('s.id'), idType: 'uuid' as const };
-  if (!orderBy && searchTerm) {
-    // Best first as an ascending order: the negated score.
-    return { sort: { name: '~relevance', value: sql`(0 - m.score)`, type: 'double precision', nullable: false, ...id } };
-  }
+function subjectOrder(config: SubjectConfig, orderBy: string | null | undefined, searchTerm: string | undefined): SubjectOrder {
+  if (!orderBy && searchTerm) return { by: 'relevance' };
   // D6 default: ExternalId; a tenant without an ExternalId field orders by Id.
   const name = orderBy ?? (config.externalIdKey ? 'ExternalId' : 'Id');
-  // Ordered through the joined index rows `o`: the tie-breaker is o.subject_id (= s.id) so that the
-  // keyset row comparison (o.sort_key, o.subject_id) > (...) is a range condition on one index.
-  const byField = { value: sql.ref('o.sort_key'), type: 'text' as const, nullable: false, id: sql.ref('o.subject_id'), idType: 'uuid' as const };
   const field = config.byKey.get(name);
-  if (field) return { sort: { name, ...byField }, orderField: field.key };
-  if (name.toLowerCase() === 'id') return { sort: { name: 'Id', value: sql.ref('s.id'), type: 'uuid', nullable: false, ...id } };
-  if (name.toLowerCase() === 'externalid' && config.externalIdKey) {
-    return { sort: { name: 'ExternalId', ...byField }, orderField: config.externalIdKey };
-  }
+  if (field) return { by: 'field', name, fieldKey: field.key };
+  if (name.toLowerCase() === 'id') return { by: 'id' };
+  if (name.toLowerCase() === 'externalid' && config.externalIdKey) return { by: 'field', name: 'ExternalId', fieldKey: config.externalIdKey };
   throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Id, ExternalId or a subject field key.`);
 }
 
@@ -157,7 +144,7 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
     }
     values.push({ key, texts });
   }
-  const { sort, orderField } = subjectSort(config, args.orderBy, searchTerm);
+  const order = subjectOrder(config, args.orderBy, searchTerm);
   errors.throwIfAny();
 
   const filters: SubjectFilters = {
@@ -165,52 +152,7 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
     ...(values.length > 0 ? { values, match: input.customFieldValueFilter?.match ?? 'EXACT_ALL' } : {}),
     ...(searchTerm ? { searchTerm } : {}),
   };
-  const relevance = sort.name === '~relevance';
-  // One value of a single-value field, in ExternalId order: the value's index rows carry the subject's
-  // ExternalId sort key (migration 0007), so the page is the first rows of one index range, however
-  // many subjects match (issue 8). Same sort values and ids as the `o` join: cursors fit either path.
-  const only = values.length === 1 && values[0]!.texts.length === 1 ? values[0]! : undefined;
-  const byListKey = only && !config.byKey.get(only.key)!.isArray && orderField !== undefined && orderField === config.externalIdKey;
-  let query = subjectListQuery(
-    ctx.db,
-    ctx.principal.tenantId,
-    relevance ? { ...filters, searchTerm: undefined } : byListKey ? { ...filters, values: undefined, match: undefined } : filters,
-  ).selectAll('s');
-  if (relevance) {
-    query = query.innerJoin(searchMatches(ctx.db, ctx.principal.tenantId, searchTerm!).as('m'), (j) => j.onRef('m.subject_id', '=', 's.id')) as unknown as typeof query;
-  }
-  if (byListKey) {
-    const text = only!.texts[0]!;
-    query = query
-      .innerJoin('subject_value as o', (j) =>
-        j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', only!.key),
-      )
-      .where(sql<SqlBool>`md5(o.value_text) = ${md5Hex(text)}`)
-      .where('o.value_text', '=', text) as unknown as typeof query;
-  } else if (orderField) {
-    query = query.innerJoin('subject_value as o', (j) =>
-      j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', orderField).on('o.ordinal', '=', 0),
-    ) as unknown as typeof query;
-  }
-  // A relevance cursor fits only the term that produced it.
-  // Bound to the term by a digest: a cursor stays small whatever the term's length (issue 9).
-  const list = relevance ? `subject~${createHash('sha256').update(searchTerm!).digest('base64url').slice(0, 16)}` : 'subject';
-  const pageSort = byListKey ? { ...sort, value: sql.ref('o.list_key') } : sort;
-  // Unfiltered and ordered by a field, the list is exactly the field's ordinal-0 rows (every subject has
-  // one per field, written with it): the probes behind a cursor need not join the subjects.
-  const unfiltered = !filters.entityKeys && !filters.values && !filters.searchTerm;
-  const probeQuery =
-    unfiltered && orderField
-      ? ctx.db.selectFrom('subject_value as o').where('o.tenant_id', '=', ctx.principal.tenantId).where('o.field_key', '=', orderField).where('o.ordinal', '=', 0)
-      : undefined;
-  return paginate<SubjectRow>({
-    list,
-    query,
-    ...(probeQuery ? { probeQuery } : {}),
-    count: () => countSubjects(ctx.db, ctx.principal.tenantId, filters, ctx.dataVersion),
-    sort: pageSort,
-    args,
-  });
+  return pageSubjects(ctx.db, ctx.principal.tenantId, config, filters, order, args, ctx.dataVersion);
 }
 
 const subjectFilterArgs = (arg: ArgBuilder<Types>) => ({
@@ -281,7 +223,7 @@ builder.mutationFields((t) => ({
     nullable: true,
     description: 'Finds the subject by its matching fields and updates it (Edit:Subject), or creates it (Create:Subject) (D7).',
     args: { input: t.arg({ type: UpsertSubjectInput, required: true }) },
-    resolve: (_root, { input }, ctx) => upsertSubject(ctx.db, ctx.principal, input),
+    resolve: (_root, { input }, ctx) => upsertSubject(ctx, input),
   }),
   updateSubject: t.field({
     type: SubjectPayload,
@@ -300,9 +242,9 @@ builder.mutationFields((t) => ({
       }),
     },
     resolve: async (_root, { input }, ctx) => {
-      if (input.customFields) return { subject: await updateSubject(ctx.db, ctx.principal, subjectUuid(input.id), input.customFields) };
+      if (input.customFields) return { subject: await updateSubject(ctx, subjectUuid(input.id), input.customFields) };
       if (input.customFieldValues) {
-        return { subject: await updateSubject(ctx.db, ctx.principal, subjectUuid(input.id), input.customFieldValues, 'customFieldValues') };
+        return { subject: await updateSubject(ctx, subjectUuid(input.id), input.customFieldValues, 'customFieldValues') };
       }
       requirePermission(ctx.principal, 'Edit:Subject'); // 403 before 400, as when a list is given
       throw ValidationError.at('customFields', 'CustomFields is required.');
@@ -313,13 +255,13 @@ builder.mutationFields((t) => ({
     nullable: true,
     description: 'Adds locations (Create:SubjectLocation).',
     args: { input: t.arg({ type: SubjectLocationsInput, required: true }) },
-    resolve: async (_root, { input }, ctx) => ({ subject: await addSubjectLocations(ctx.db, ctx.principal, subjectUuid(input.subjectId), input.keys) }),
+    resolve: async (_root, { input }, ctx) => ({ subject: await addSubjectLocations(ctx, subjectUuid(input.subjectId), input.keys) }),
   }),
   removeSubjectFromStructuralEntities: t.field({
     type: SubjectPayload,
     nullable: true,
     description: 'Removes locations (Delete:SubjectLocation); keys that are not locations are ignored.',
     args: { input: t.arg({ type: SubjectLocationsInput, required: true }) },
-    resolve: async (_root, { input }, ctx) => ({ subject: await removeSubjectLocations(ctx.db, ctx.principal, subjectUuid(input.subjectId), input.keys) }),
+    resolve: async (_root, { input }, ctx) => ({ subject: await removeSubjectLocations(ctx, subjectUuid(input.subjectId), input.keys) }),
   }),
 }));

@@ -3,7 +3,8 @@ import type { Db, SubjectRow } from '../../db/tables.js';
 import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
 import { type Principal, requirePermission } from '../../core/permissions.js';
-import { findStructureTypes } from '../structural-entity/structural-entity.repository.js';
+import type { Context } from '../../graphql/context.js';
+import { findEntityIdsByKeys, findStructureTypes, shareLockEntitiesByKeys } from '../structural-entity/structural-entity.repository.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
 import { firstText, matchingKeyOf } from './subject-values.js';
@@ -56,8 +57,7 @@ function identity(config: SubjectConfig, values: Record<string, unknown>) {
 /** Entity ids for location keys; unknown or non-assignable keys are errors at `${base}[i]` (D7). */
 async function resolveLocationKeys(db: Db, tenantId: string, keys: readonly string[], base: string, errors: ErrorCollector): Promise<string[]> {
   if (keys.length === 0) return [];
-  // FOR SHARE: a concurrent change of the entity's type to a non-assignable one waits for this write (D8 409).
-  const rows = await db.selectFrom('structural_entity').select(['id', 'key', 'structure_type_key']).where('tenant_id', '=', tenantId).where('key', 'in', keys).forShare().execute();
+  const rows = await shareLockEntitiesByKeys(db, tenantId, keys);
   const byKey = new Map(rows.map((r) => [r.key, r]));
   const types = new Map((await findStructureTypes(db, tenantId, [...new Set(rows.map((r) => r.structure_type_key))])).map((t) => [t.key, t]));
   keys.forEach((k, i) => {
@@ -88,7 +88,8 @@ export interface UpsertSubjectInput {
  * fields (and replacing locations when keys are given), or creates it. Concurrent upserts with the same
  * matching values create one subject: the insert yields to the unique constraint and the loser updates.
  */
-export async function upsertSubject(db: Db, principal: Principal, input: UpsertSubjectInput): Promise<{ subject: SubjectRow; created: boolean }> {
+export async function upsertSubject(ctx: Pick<Context, 'db' | 'principal'>, input: UpsertSubjectInput): Promise<{ subject: SubjectRow; created: boolean }> {
+  const { db, principal } = ctx;
   const tenantId = principal.tenantId;
   const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
   return write(db, async (trx) => {
@@ -150,12 +151,12 @@ export async function upsertSubject(db: Db, principal: Principal, input: UpsertS
 
 /** PATCH /api/v2/subject/{id} (D7): sets the given fields; matching values may change (409 on collision). */
 export async function updateSubject(
-  db: Db,
-  principal: Principal,
+  ctx: Pick<Context, 'db' | 'principal'>,
   id: string,
   customFields: readonly SentValue[],
   base: 'customFields' | 'customFieldValues' = 'customFields',
 ): Promise<SubjectRow> {
+  const { db, principal } = ctx;
   const tenantId = principal.tenantId;
   requirePermission(principal, 'Edit:Subject');
   const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
@@ -180,9 +181,10 @@ export async function updateSubject(
 }
 
 /** PUT .../structuralEntities (D7): adds locations; any unknown or non-assignable key adds nothing. */
-export async function addSubjectLocations(db: Db, principal: Principal, id: string, keys: readonly string[]): Promise<SubjectRow> {
+export async function addSubjectLocations(ctx: Pick<Context, 'db' | 'principal'>, id: string, keys: readonly string[]): Promise<SubjectRow> {
+  const { principal } = ctx;
   requirePermission(principal, 'Create:SubjectLocation');
-  return inTransaction(db, async (trx) => {
+  return inTransaction(ctx.db, async (trx) => {
     const subject = await lockSubjectById(trx, principal.tenantId, id);
     if (!subject) throw new NotFoundError(NOT_FOUND);
     const errors = new ErrorCollector();
@@ -195,14 +197,14 @@ export async function addSubjectLocations(db: Db, principal: Principal, id: stri
 }
 
 /** DELETE .../structuralEntities?keys= (D7): removes those locations; keys not among them are ignored. */
-export async function removeSubjectLocations(db: Db, principal: Principal, id: string, keys: readonly string[]): Promise<SubjectRow> {
+export async function removeSubjectLocations(ctx: Pick<Context, 'db' | 'principal'>, id: string, keys: readonly string[]): Promise<SubjectRow> {
+  const { principal } = ctx;
   requirePermission(principal, 'Delete:SubjectLocation');
-  return inTransaction(db, async (trx) => {
+  return inTransaction(ctx.db, async (trx) => {
     const subject = await lockSubjectById(trx, principal.tenantId, id);
     if (!subject) throw new NotFoundError(NOT_FOUND);
     if (keys.length === 0) throw ValidationError.at('keys', 'At least one key is required.');
-    const rows = await trx.selectFrom('structural_entity').select('id').where('tenant_id', '=', principal.tenantId).where('key', 'in', keys).execute();
-    await removeLocations(trx, principal.tenantId, subject.id, rows.map((r) => r.id));
+    await removeLocations(trx, principal.tenantId, subject.id, await findEntityIdsByKeys(trx, principal.tenantId, keys));
     await bumpDataVersion(trx, principal.tenantId);
     return subject;
   });
@@ -210,10 +212,13 @@ export async function removeSubjectLocations(db: Db, principal: Principal, id: s
 
 /**
  * Recomputes every subject of a tenant after its subject configuration changed (tenant file, P24):
- * ExternalId, matching values and index rows, in batches, inside the caller's transaction. New matching
- * values that collide fail with 409 (the apply reports it and rolls back).
+ * ExternalId, matching values and index rows, in batches, inside the caller's transaction (`ctx.db`; the
+ * apply has no request, so `ctx` needs only the tenant). New matching values that collide fail with 409
+ * (the apply reports it and rolls back).
  */
-export async function reindexSubjects(db: Db, tenantId: string): Promise<number> {
+export async function reindexSubjects(ctx: { db: Db; principal: Pick<Principal, 'tenantId'> }): Promise<number> {
+  const { db } = ctx;
+  const { tenantId } = ctx.principal;
   const config = await loadSubjectConfig(db, tenantId);
   let after: string | null = null;
   let n = 0;

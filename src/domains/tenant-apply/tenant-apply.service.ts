@@ -1,14 +1,40 @@
 import { isDeepStrictEqual } from 'node:util';
-import { type SqlBool, sql } from 'kysely';
 import type { Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ValidationError } from '../../core/errors.js';
 import { hashSecret, verifySecret } from '../auth/secrets.js';
 import type { SecretBox } from '../data/secret-box.js';
-import { flagExtract, notifyInvalidation } from '../data/data.repository.js';
+import { invalidateExtract } from '../data/data-cache.invalidation.js';
 import { upsertStructuralEntity } from '../structural-entity/structural-entity.service.js';
 import { reindexSubjects } from '../subject/subject.service.js';
 import { type KnownKeys, type TenantConfig, type TenantFile, fileRules, jsonPath, referenceRules, tenantFileSchema } from './tenant-file.js';
+import {
+  type KeyedTable,
+  entitiesHoldCustomValue,
+  entityIdsByKey,
+  findClientSecretHash,
+  findDataExtract,
+  findDataSourceConnection,
+  findSealedClientSecret,
+  findStructureTypeFields,
+  findTenantId,
+  listKeys,
+  pruneEntityCustomValues,
+  readSubjectIndexConfig,
+  replaceGroupEntities,
+  replaceStructureTypeFields,
+  replaceUserGroups,
+  subjectFieldHasValues,
+  upsertClient,
+  upsertDataExtract,
+  upsertDataSource,
+  upsertGroup,
+  upsertPortalConfig,
+  upsertStructureType,
+  upsertSubjectField,
+  upsertTenant,
+  upsertUser,
+} from './tenant-apply.repository.js';
 
 /** An invalid tenant file: every problem with its JSON path. Nothing was written. */
 export class TenantConfigError extends Error {
@@ -46,10 +72,9 @@ export function parseTenantFile(doc: unknown): TenantFile {
 
 /** The keys a tenant already has (none for a new tenant): a file may refer to them without defining them. */
 async function knownKeys(db: Db, tenantKey: unknown): Promise<KnownKeys> {
-  const tenant = typeof tenantKey === 'string' ? await db.selectFrom('tenant').select('id').where('key', '=', tenantKey).executeTakeFirst() : undefined;
-  if (!tenant) return { subjectFields: new Set(), structureTypes: new Set(), structuralEntities: new Set(), groups: new Set(), dataSources: new Set() };
-  const keys = async (table: 'subject_field' | 'structure_type' | 'structural_entity' | 'user_group' | 'data_source') =>
-    new Set((await db.selectFrom(table).select('key').where('tenant_id', '=', tenant.id).execute()).map((r) => r.key));
+  const tenantId = typeof tenantKey === 'string' ? await findTenantId(db, tenantKey) : undefined;
+  if (!tenantId) return { subjectFields: new Set(), structureTypes: new Set(), structuralEntities: new Set(), groups: new Set(), dataSources: new Set() };
+  const keys = async (table: KeyedTable) => new Set(await listKeys(db, tenantId, table));
   return {
     subjectFields: await keys('subject_field'),
     structureTypes: await keys('structure_type'),
@@ -93,14 +118,8 @@ export async function applyTenantFile(db: Db, secrets: SecretBox, doc: unknown):
 
 /** What subject indexing depends on: field keys and types, matching fields, the ExternalId field. */
 async function subjectConfigSignature(db: Db, tenantId: string) {
-  const fields = await db.selectFrom('subject_field').select(['key', 'data_type', 'is_array']).where('tenant_id', '=', tenantId).orderBy('key').execute();
-  const t = await db.selectFrom('tenant').select(['matching_field_keys', 'external_id_field_key']).where('id', '=', tenantId).executeTakeFirstOrThrow();
+  const { fields, tenant: t } = await readSubjectIndexConfig(db, tenantId);
   return { fields: new Map(fields.map((f) => [f.key, f])), signature: JSON.stringify([fields, t.matching_field_keys, t.external_id_field_key]) };
-}
-
-async function fieldHasValues(db: Db, tenantId: string, key: string): Promise<boolean> {
-  const r = await db.selectFrom('subject_value').select('ordinal').where('tenant_id', '=', tenantId).where('field_key', '=', key).where('value_text', 'is not', null).limit(1).execute();
-  return r.length > 0;
 }
 
 async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: string): Promise<void> {
@@ -108,66 +127,38 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
   const problem = (path: string, message: string) => problems.push({ path: `${at}.${path}`, message });
 
   // The subject configuration before this apply: a change re-indexes the tenant's subjects (P24).
-  const previous = await db.selectFrom('tenant').select('id').where('key', '=', t.key).executeTakeFirst();
-  const before = previous ? await subjectConfigSignature(db, previous.id) : { fields: new Map(), signature: '' };
-  const tenant = await db
-    .insertInto('tenant')
-    .values({ key: t.key, name: t.name, matching_field_keys: t.matchingFieldKeys ?? [], external_id_field_key: t.externalIdFieldKey ?? null })
-    .onConflict((oc) =>
-      oc.column('key').doUpdateSet((eb) => ({
-        name: eb.ref('excluded.name'),
-        ...(t.matchingFieldKeys ? { matching_field_keys: eb.ref('excluded.matching_field_keys') } : {}),
-        ...(t.externalIdFieldKey ? { external_id_field_key: eb.ref('excluded.external_id_field_key') } : {}),
-        updated_at: sql<Date>`now()`,
-        config_version: sql<string>`tenant.config_version + 1`,
-      })),
-    )
-    .returning('id')
-    .executeTakeFirstOrThrow();
-  const tenantId = tenant.id;
+  const previousId = await findTenantId(db, t.key);
+  const before = previousId ? await subjectConfigSignature(db, previousId) : { fields: new Map(), signature: '' };
+  // Matching fields or an ExternalId field the file leaves out keep their stored values.
+  const tenantId = await upsertTenant(db, { key: t.key, name: t.name, matchingFieldKeys: t.matchingFieldKeys, externalIdFieldKey: t.externalIdFieldKey });
 
   for (const c of t.clients) {
-    const existing = await db.selectFrom('client').select('secret_hash').where('tenant_id', '=', tenantId).where('client_id', '=', c.clientId).executeTakeFirst();
+    const existingHash = await findClientSecretHash(db, tenantId, c.clientId);
     const secretHash =
-      c.clientSecretHash ?? (existing && (await verifySecret(c.clientSecret!, existing.secret_hash)) ? existing.secret_hash : await hashSecret(c.clientSecret!));
-    await db
-      .insertInto('client')
-      .values({ tenant_id: tenantId, client_id: c.clientId, secret_hash: secretHash, scopes: c.scopes, permissions: c.permissions })
-      .onConflict((oc) =>
-        oc.columns(['tenant_id', 'client_id']).doUpdateSet((eb) => ({
-          secret_hash: eb.ref('excluded.secret_hash'),
-          scopes: eb.ref('excluded.scopes'),
-          permissions: eb.ref('excluded.permissions'),
-        })),
-      )
-      .execute();
+      c.clientSecretHash ?? (existingHash !== undefined && (await verifySecret(c.clientSecret!, existingHash)) ? existingHash : await hashSecret(c.clientSecret!));
+    await upsertClient(db, tenantId, { client_id: c.clientId, secret_hash: secretHash, scopes: c.scopes, permissions: c.permissions });
   }
 
   for (const [i, f] of t.subjectFields.entries()) {
     const was = before.fields.get(f.key);
-    if (was && (was.data_type !== f.dataType || was.is_array !== f.isArray) && (await fieldHasValues(db, tenantId, f.key))) {
+    if (was && (was.data_type !== f.dataType || was.is_array !== f.isArray) && (await subjectFieldHasValues(db, tenantId, f.key))) {
       problem(`subjectFields[${i}].dataType`, `subjects hold values of '${f.key}': its data type and isArray cannot change`);
     }
-    await db
-      .insertInto('subject_field')
-      .values({ tenant_id: tenantId, key: f.key, name: f.name, data_type: f.dataType, type_label: f.type ?? f.dataType, required: f.required, is_array: f.isArray, position: i })
-      .onConflict((oc) =>
-        oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({
-          name: eb.ref('excluded.name'),
-          data_type: eb.ref('excluded.data_type'),
-          type_label: eb.ref('excluded.type_label'),
-          required: eb.ref('excluded.required'),
-          is_array: eb.ref('excluded.is_array'),
-          position: eb.ref('excluded.position'),
-        })),
-      )
-      .execute();
+    await upsertSubjectField(db, tenantId, {
+      key: f.key,
+      name: f.name,
+      data_type: f.dataType,
+      type_label: f.type ?? f.dataType,
+      required: f.required,
+      is_array: f.isArray,
+      position: i,
+    });
   }
   // References to keys (fields, types, parents, groups, sources) were checked before the transaction
   // (validateTenantFile); what remains here are the rules that need the stored data.
   if (problems.length === 0 && (await subjectConfigSignature(db, tenantId)).signature !== before.signature) {
     try {
-      await reindexSubjects(db, tenantId);
+      await reindexSubjects({ db, principal: { tenantId } });
     } catch (e) {
       if (!(e instanceof ConflictError)) throw e;
       // The transaction is aborted on PostgreSQL: stop here, the apply rolls back.
@@ -177,68 +168,29 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
 
   for (const [si, st] of t.structureTypes.entries()) {
     // Stored entity values are typed by their field: a field holding values keeps its data type.
-    const oldFields = await db.selectFrom('structure_type_field').select(['key', 'data_type']).where('tenant_id', '=', tenantId).where('structure_type_key', '=', st.key).execute();
+    const oldFields = await findStructureTypeFields(db, tenantId, st.key);
     for (const [fi, f] of st.customFields.entries()) {
       const old = oldFields.find((o) => o.key === f.key);
-      if (old && old.data_type !== f.dataType) {
-        const held = await db
-          .selectFrom('structural_entity')
-          .select('id')
-          .where('tenant_id', '=', tenantId)
-          .where('structure_type_key', '=', st.key)
-          .where(sql<SqlBool>`custom_values ? ${f.key}`)
-          .limit(1)
-          .execute();
-        if (held.length > 0) problem(`structureTypes[${si}].customFields[${fi}].dataType`, `entities hold values of '${f.key}': its data type cannot change`);
+      if (old && old.data_type !== f.dataType && (await entitiesHoldCustomValue(db, tenantId, st.key, f.key))) {
+        problem(`structureTypes[${si}].customFields[${fi}].dataType`, `entities hold values of '${f.key}': its data type cannot change`);
       }
     }
-    await db
-      .insertInto('structure_type')
-      .values({ tenant_id: tenantId, key: st.key, name: st.name, subject_assignable: st.subjectAssignable })
-      .onConflict((oc) =>
-        oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({ name: eb.ref('excluded.name'), subject_assignable: eb.ref('excluded.subject_assignable') })),
-      )
-      .execute();
+    await upsertStructureType(db, tenantId, { key: st.key, name: st.name, subject_assignable: st.subjectAssignable });
     // The file's field list is the type's definition (P9). Values of a field it drops are removed, so a
     // field re-added later under the same key (perhaps with another data type) starts empty.
-    await db.deleteFrom('structure_type_field').where('tenant_id', '=', tenantId).where('structure_type_key', '=', st.key).execute();
-    if (st.customFields.length > 0) {
-      await db
-        .insertInto('structure_type_field')
-        .values(
-          st.customFields.map((f, i) => ({
-            tenant_id: tenantId,
-            structure_type_key: st.key,
-            key: f.key,
-            name: f.name,
-            data_type: f.dataType,
-            type_label: f.type ?? f.dataType,
-            required: f.required,
-            position: i,
-          })),
-        )
-        .execute();
-    }
-    await db
-      .updateTable('structural_entity')
-      .set({
-        custom_values: sql`coalesce((SELECT jsonb_object_agg(k, v) FROM jsonb_each(custom_values) AS f(k, v) WHERE k = ANY(${st.customFields.map((f) => f.key)}::text[])), '{}'::jsonb)`,
-      })
-      .where('tenant_id', '=', tenantId)
-      .where('structure_type_key', '=', st.key)
-      .execute();
+    await replaceStructureTypeFields(
+      db,
+      tenantId,
+      st.key,
+      st.customFields.map((f, i) => ({ key: f.key, name: f.name, data_type: f.dataType, type_label: f.type ?? f.dataType, required: f.required, position: i })),
+    );
+    await pruneEntityCustomValues(db, tenantId, st.key, st.customFields.map((f) => f.key));
   }
 
   // Users before structural entities: an entity's UserIdentifier value may name a user of the file.
   // Their group memberships come after the groups, below.
   for (const u of t.users) {
-    await db
-      .insertInto('app_user')
-      .values({ tenant_id: tenantId, id: u.id, display_name: u.displayName, email: u.email ?? null, active: u.active })
-      .onConflict((oc) =>
-        oc.columns(['tenant_id', 'id']).doUpdateSet((eb) => ({ display_name: eb.ref('excluded.display_name'), email: eb.ref('excluded.email'), active: eb.ref('excluded.active') })),
-      )
-      .execute();
+    await upsertUser(db, tenantId, { id: u.id, display_name: u.displayName, email: u.email ?? null, active: u.active });
   }
 
   // Parents before children, so each entity's parent exists when it is upserted (cycles were rejected).
@@ -259,8 +211,7 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
     const e = t.structuralEntities[i]!;
     try {
       await upsertStructuralEntity(
-        db,
-        tenantId,
+        { db, principal: { tenantId } },
         { key: e.key, displayName: e.displayName, structureTypeKey: e.structureTypeKey, ...(e.parentKey !== undefined ? { parentKey: e.parentKey } : {}), customFieldValues: e.customFieldValues ?? [] },
         { pathPrefix: `${at}.structuralEntities[${i}].` },
       );
@@ -270,39 +221,17 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
     }
   }
 
-  const entityIds = async (keys: string[]) =>
-    new Map(
-      keys.length === 0
-        ? []
-        : (await db.selectFrom('structural_entity').select(['key', 'id']).where('tenant_id', '=', tenantId).where('key', 'in', keys).execute()).map((r) => [r.key, r.id]),
-    );
   for (const g of t.groups) {
-    await db
-      .insertInto('user_group')
-      .values({ tenant_id: tenantId, key: g.key, name: g.name })
-      .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({ name: eb.ref('excluded.name') })))
-      .execute();
-    const ids = await entityIds(g.structuralEntityKeys);
-    await db.deleteFrom('user_group_structural_entity').where('tenant_id', '=', tenantId).where('group_key', '=', g.key).execute();
-    if (ids.size > 0) {
-      await db
-        .insertInto('user_group_structural_entity')
-        .values([...ids.values()].map((id) => ({ tenant_id: tenantId, group_key: g.key, structural_entity_id: id })))
-        .execute();
-    }
+    await upsertGroup(db, tenantId, { key: g.key, name: g.name });
+    const ids = await entityIdsByKey(db, tenantId, g.structuralEntityKeys);
+    await replaceGroupEntities(db, tenantId, g.key, [...ids.values()]);
   }
 
-  for (const u of t.users) {
-    await db.deleteFrom('app_user_group').where('tenant_id', '=', tenantId).where('user_id', '=', u.id).execute();
-    if (u.groupKeys.length > 0) {
-      await db.insertInto('app_user_group').values([...new Set(u.groupKeys)].map((k) => ({ tenant_id: tenantId, user_id: u.id, group_key: k }))).execute();
-    }
-  }
+  for (const u of t.users) await replaceUserGroups(db, tenantId, u.id, [...new Set(u.groupKeys)]);
 
   if (t.portal) {
     const p = t.portal;
-    const row = {
-      tenant_id: tenantId,
+    await upsertPortalConfig(db, tenantId, {
       self_access_enabled: p.selfAccessEnabled,
       third_party_access_enabled: p.thirdPartyAccessEnabled,
       email_field_key: p.emailFieldKey ?? null,
@@ -311,27 +240,16 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       invitation_subject: p.invitationSubject ?? null,
       invitation_text: p.invitationText ?? null,
       invitation_html: p.invitationHtml ?? null,
-    };
-    await db
-      .insertInto('portal_config')
-      .values(row)
-      .onConflict((oc) => oc.column('tenant_id').doUpdateSet(row))
-      .execute();
+    });
   }
 
   // D3: an apply never deletes cached data; what it changes about a provider flags its entries stale.
   const changedSources = new Set<string>();
   for (const d of t.dataSources) {
-    const before = await db
-      .selectFrom('data_source')
-      .select(['get_data_points_url', 'token_url', 'client_id', 'scope', 'subject_identifier'])
-      .where('tenant_id', '=', tenantId)
-      .where('key', '=', d.key)
-      .executeTakeFirst();
+    const before = await findDataSourceConnection(db, tenantId, d.key);
     const after = { get_data_points_url: d.getDataPointsUrl, token_url: d.tokenUrl ?? null, client_id: d.clientId ?? null, scope: d.scope ?? null, subject_identifier: d.subjectIdentifier };
     if (before && !isDeepStrictEqual(before, after)) changedSources.add(d.key);
-    const row = {
-      tenant_id: tenantId,
+    await upsertDataSource(db, tenantId, {
       key: d.key,
       name: d.name,
       get_data_points_url: d.getDataPointsUrl,
@@ -341,43 +259,27 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       scope: d.scope ?? null,
       subject_identifier: d.subjectIdentifier,
       inbound_client_ids: d.inboundClientIds,
-    };
-    await db
-      .insertInto('data_source')
-      .values(row)
-      .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet(row))
-      .execute();
+    });
   }
   for (const x of t.dataExtracts) {
-    const row = { tenant_id: tenantId, key: x.key, name: x.name, data_source_key: x.dataSourceKey, options: x.options };
-    const before = await db.selectFrom('data_extract').select(['data_source_key', 'options']).where('tenant_id', '=', tenantId).where('key', '=', x.key).executeTakeFirst();
+    const before = await findDataExtract(db, tenantId, x.key);
     if (before && (before.data_source_key !== x.dataSourceKey || !isDeepStrictEqual(before.options, x.options) || changedSources.has(before.data_source_key))) {
       // The cached sets answered another question: stale (served only if the provider fails) and
       // re-fetched, on every instance (P37).
-      await flagExtract(db, tenantId, x.key);
-      await notifyInvalidation(db, JSON.stringify({ t: tenantId, x: x.key, s: null }));
+      await invalidateExtract(db, tenantId, x.key);
     }
-    await db
-      .insertInto('data_extract')
-      .values(row)
-      .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet(row))
-      .execute();
+    await upsertDataExtract(db, tenantId, { key: x.key, name: x.name, data_source_key: x.dataSourceKey, options: x.options });
   }
   if (problems.length > 0) throw new TenantConfigError(problems);
 }
 
 /** The stored sealed secret when it still opens to `secret` (idempotent apply, D3), else a new seal. */
 async function sealedSecret(db: Db, secrets: SecretBox, tenantId: string, sourceKey: string, secret: string): Promise<string> {
-  const row = await db.selectFrom('data_source').select('client_secret_enc').where('tenant_id', '=', tenantId).where('key', '=', sourceKey).executeTakeFirst();
-  if (row?.client_secret_enc) {
-    const stored = await secrets.open(row.client_secret_enc).catch(() => undefined);
-    if (stored === secret) return row.client_secret_enc;
+  const sealed = await findSealedClientSecret(db, tenantId, sourceKey);
+  if (sealed) {
+    const stored = await secrets.open(sealed).catch(() => undefined);
+    if (stored === secret) return sealed;
   }
   return secrets.seal(secret);
-}
-
-/** Whether any tenant exists (the demo is applied only to an empty embedded database, D1). */
-export async function hasTenants(db: Db): Promise<boolean> {
-  return (await db.selectFrom('tenant').select('id').limit(1).execute()).length > 0;
 }
 

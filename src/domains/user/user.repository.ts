@@ -1,5 +1,6 @@
 import { type SqlBool, sql } from 'kysely';
 import type { AppUserRow, Db } from '../../db/tables.js';
+import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchesTerm } from '../../db/search.js';
 
 /** D9 filters of the users list. */
@@ -38,11 +39,23 @@ export function userListQuery(db: Db, tenantId: string, f: UserFilters) {
   return q;
 }
 
+/** How many of the tenant's users match the filters. */
 export async function countUsers(db: Db, tenantId: string, f: UserFilters): Promise<number> {
   const r = await userListQuery(db, tenantId, f).select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
   return Number(r.n);
 }
 
+/** The orderings of the users list (D9): by display name (ordinal) or by id; ties by id. */
+export type UserOrder = 'DisplayName' | 'Id';
+
+/** One page of the tenant's users matching the filters. */
+export async function pageUsers(db: Db, tenantId: string, filters: UserFilters, order: UserOrder, args: PageArgs): Promise<Connection<AppUserRow>> {
+  const id = { id: sql.ref('u.id'), idType: 'text' as const, type: 'text' as const, nullable: false };
+  const sort: SortKey = order === 'DisplayName' ? { name: 'DisplayName', value: sql.ref('u.display_name'), ...id } : { name: 'Id', value: sql.ref('u.id'), ...id };
+  return paginate<AppUserRow>({ list: 'user', query: userListQuery(db, tenantId, filters).selectAll('u'), count: () => countUsers(db, tenantId, filters), sort, args });
+}
+
+/** Users by id, in no particular order (loaders sort). */
 export async function findUsersByIds(db: Db, tenantId: string, ids: readonly string[]): Promise<AppUserRow[]> {
   if (ids.length === 0) return [];
   return db.selectFrom('app_user').selectAll().where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();

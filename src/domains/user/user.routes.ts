@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
 import { problem } from '../../core/errors.js';
 import { defineRoute } from '../../http/rest/route.js';
-import { documentedAs } from '../../http/openapi/documented.js';
+import { booleanQuery } from '../../http/rest/envelopes.js';
 import { MAX_PAGE_SIZE } from '../../db/paging.js';
 
 const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
@@ -16,15 +16,7 @@ const listUsers = defineRoute({
   permissions: 'List:User',
   query: z.object({
     searchTerm: z.string().optional().meta({ description: 'Case-insensitive, typo-tolerant search on the display name.' }),
-    includeInactive: documentedAs(
-      z
-        .string()
-        .regex(/^(true|false)?$/i, 'includeInactive must be true or false.')
-        // Present without a value (`?includeInactive`) means true (D9).
-        .transform((v) => v.toLowerCase() !== 'false')
-        .optional(),
-      z.boolean().optional().meta({ description: 'Include inactive users (false when absent; present without a value: true).' }),
-    ),
+    includeInactive: booleanQuery('includeInactive', 'Include inactive users (false when absent; present without a value: true).', { bare: true }),
     withAccessToSubjectId: z
       .string()
       .optional()

@@ -1,15 +1,13 @@
 import { type ArgBuilder, createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
-import { sql } from 'kysely';
 import { type Types, builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
-import type { AppUserRow } from '../../db/tables.js';
 import { NotFoundError, ValidationError } from '../../core/errors.js';
-import { type PageArgs, type SortKey, paginate } from '../../db/paging.js';
+import type { PageArgs } from '../../db/paging.js';
 import { StructuralEntityRef } from '../structural-entity/structural-entity.schema.js';
 import { SubjectRef, subjectUuid } from '../subject/subject.schema.js';
-import { type UserFilters, countUsers, findEntityKeysOfGroups, findGroupsOfUsers, findUsersByIds, userListQuery } from './user.repository.js';
+import { type UserFilters, type UserOrder, findEntityKeysOfGroups, findGroupsOfUsers, findUsersByIds, pageUsers } from './user.repository.js';
 
 interface Group {
   key: string;
@@ -63,25 +61,23 @@ export const UserRef = builder.loadableObject('User', {
 const UserConnection = builder.connectionObject({ type: UserRef, name: 'UserConnection' });
 
 /** D9: by displayName (ordinal), ties by id; `Id` on request. */
-function userSort(orderBy: string | null | undefined): SortKey {
-  const id = { id: sql.ref('u.id'), idType: 'text' as const, type: 'text' as const, nullable: false };
+function userOrder(orderBy: string | null | undefined): UserOrder {
   const name = (orderBy ?? 'DisplayName').toLowerCase();
-  if (name === 'displayname') return { name: 'DisplayName', value: sql.ref('u.display_name'), ...id };
-  if (name === 'id') return { name: 'Id', value: sql.ref('u.id'), ...id };
+  if (name === 'displayname') return 'DisplayName';
+  if (name === 'id') return 'Id';
   throw ValidationError.at('orderBy', `Unknown OrderBy '${orderBy}'. Use DisplayName or Id.`);
 }
 
 /** One page of users: behind `users`, `Subject.usersWithAccess` and REST's list (D9). */
 export async function listUsers(ctx: Context, input: UserFilters, args: PageArgs) {
-  const sort = userSort(args.orderBy);
+  const order = userOrder(args.orderBy);
   const filters: UserFilters = { ...input };
   if (input.withAccessToSubjectId) {
     const subject = await SubjectRef.getDataloader(ctx).load(subjectUuid(input.withAccessToSubjectId)).catch(() => null);
     if (!subject) throw new NotFoundError('No subject has this id.');
     filters.withAccessToSubjectId = subject.id;
   }
-  const { tenantId } = ctx.principal;
-  return paginate<AppUserRow>({ list: 'user', query: userListQuery(ctx.db, tenantId, filters).selectAll('u'), count: () => countUsers(ctx.db, tenantId, filters), sort, args });
+  return pageUsers(ctx.db, ctx.principal.tenantId, filters, order, args);
 }
 
 const userFilterArgs = (arg: ArgBuilder<Types>) => ({

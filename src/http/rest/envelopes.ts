@@ -2,14 +2,19 @@ import { z } from 'zod';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../db/paging.js';
 import { documentedAs } from '../openapi/documented.js';
 
+/** The D6 page info fields in lower camel case; new schema instances per call (each object owns its own). */
+function pageInfoFields() {
+  return {
+    hasNextPage: z.boolean(),
+    hasPreviousPage: z.boolean(),
+    startCursor: z.string().nullable().meta({ description: 'Cursor of the first node of the page; null for an empty page.' }),
+    endCursor: z.string().nullable().meta({ description: 'Cursor of the last node of the page; null for an empty page.' }),
+    totalCount: z.int().meta({ description: 'Nodes in the whole list (every page).' }),
+  };
+}
+
 const PageInfoSchema = z
-  .object({
-    HasNextPage: z.boolean(),
-    HasPreviousPage: z.boolean(),
-    StartCursor: z.string().nullable().meta({ description: 'Cursor of the first node of the page; null for an empty page.' }),
-    EndCursor: z.string().nullable().meta({ description: 'Cursor of the last node of the page; null for an empty page.' }),
-    TotalCount: z.int().meta({ description: 'Nodes in the whole list (every page).' }),
-  })
+  .object(Object.fromEntries(Object.entries(pageInfoFields()).map(([k, v]) => [k[0]!.toUpperCase() + k.slice(1), v])))
   .meta({ id: 'PageInfo', description: 'Where the page lies in the list (D6).' });
 
 /** The PascalCase paged envelope schema around a node schema, named `<name>Page` (OpenAPI). */
@@ -70,13 +75,7 @@ export function restCamelPage<N, R>(conn: Parameters<typeof restPage<N, R>>[0], 
 }
 
 const CamelPageInfoSchema = z
-  .object({
-    hasNextPage: z.boolean(),
-    hasPreviousPage: z.boolean(),
-    startCursor: z.string().nullable().meta({ description: 'Cursor of the first node of the page; null for an empty page.' }),
-    endCursor: z.string().nullable().meta({ description: 'Cursor of the last node of the page; null for an empty page.' }),
-    totalCount: z.int().meta({ description: 'Nodes in the whole list (every page).' }),
-  })
+  .object(pageInfoFields())
   .meta({ id: 'CamelCasePageInfo', description: 'Where the page lies in the list (D6), in lower camel case (D5).' });
 
 /** The lower-camel-case paged envelope schema around a node schema, named `<name>Page` (OpenAPI). */
@@ -115,4 +114,19 @@ export const pagingQuery = {
 /** GraphQL paging variables from the bound paging query. */
 export function pagingVariables(q: { After?: string | undefined; Before?: string | undefined; First?: number | undefined; Last?: number | undefined; OrderBy?: string | undefined; OrderDirection?: 'ASCENDING' | 'DESCENDING' | undefined }) {
   return { after: q.After, before: q.Before, first: q.First, last: q.Last, orderBy: q.OrderBy, orderDirection: q.OrderDirection };
+}
+
+/**
+ * A boolean query parameter (D5): `true` or `false` in any case. With `bare`, the name present without a
+ * value (`?includeInactive`) means true.
+ */
+export function booleanQuery(name: string, description: string, opts: { bare?: boolean } = {}) {
+  return documentedAs(
+    z
+      .string()
+      .regex(opts.bare ? /^(true|false)?$/i : /^(true|false)$/i, `${name} must be true or false.`)
+      .transform((v) => v.toLowerCase() !== 'false')
+      .optional(),
+    z.boolean().optional().meta({ description }),
+  );
 }

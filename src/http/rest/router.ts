@@ -2,7 +2,8 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { type ExecutionResult, type GraphQLSchema, validate } from 'graphql';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { complexityFromQuery } from '@pothos/plugin-complexity';
-import { AppError, type FieldErrors, ValidationError, problem } from '../../core/errors.js';
+import { AppError, type FieldErrors, ValidationError } from '../../core/errors.js';
+import { sendProblem } from '../problem.js';
 import type { Scope } from '../../core/permissions.js';
 import { type ContextInit, createContext } from '../../graphql/context.js';
 import type { Admission } from '../admission.js';
@@ -110,7 +111,7 @@ export function methodNotAllowed(paths: ReadonlyMap<string, readonly string[]>):
     router.all(path, (req, res) => {
       res.setHeader('Allow', allow);
       if (req.method === 'OPTIONS') return void res.status(204).end();
-      res.status(405).type('application/problem+json').json(problem(405, String(req.id), `${req.method} is not allowed on ${req.path}; allowed: ${allowed.join(', ')}.`));
+      sendProblem(res, new AppError(405, 'METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${req.path}; allowed: ${allowed.join(', ')}.`), String(req.id));
     });
   }
   return router;

@@ -1,6 +1,8 @@
+import { createComplexityRule } from '@pothos/plugin-complexity';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { GraphQLError, Lexer, Source, TokenKind, parse } from 'graphql';
+import { type DocumentNode, GraphQLError, Kind, Lexer, type SelectionNode, Source, TokenKind, type ValidationRule, parse, specifiedRules, validate } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
+import { AppError, graphqlErrorBody } from '../core/errors.js';
 import { boundsProblem, textProblem } from '../core/input.js';
 
 /** Tokens a document may have, and how deeply its braces, parentheses and brackets may nest. */
@@ -72,7 +74,7 @@ function loneSurrogate(s: string): string | undefined {
 
 /** A GraphQL-shaped 400 for a request Yoga would otherwise fail on unexpectedly. */
 function badRequest(res: Response, message: string) {
-  res.status(400).json({ errors: [{ message, extensions: { code: 'BAD_REQUEST' } }] });
+  res.status(400).json(graphqlErrorBody(new AppError(400, 'BAD_REQUEST', message)));
 }
 
 /**
@@ -119,3 +121,65 @@ export function graphqlRequestLimits(maxBodyBytes: number) {
     });
   };
 }
+
+/**
+ * D11: depth, cost and breadth (total selections, e.g. aliased fan-out) limits, checked during validation (before execution) with the request's variables,
+ * so `first: $n` costs what `first: 1000` does. The cost model is the builder's `fieldComplexity`.
+ *
+ * Validation is split (issue 8): the rules that read only the document (graphql-js's and the
+ * introspection fan-out) run once per parsed document, remembered by the DocumentNode that Yoga's parse
+ * cache hands out for the same text; only the cost rule, which reads the variables, runs per request.
+ */
+export function queryLimits(maxDepth: number, maxCost: number, maxBreadth: number): Plugin {
+  const byDocument = new WeakMap<DocumentNode, readonly GraphQLError[]>();
+  return {
+    onValidate({ context, setValidationFn }) {
+      const params = (context as { params?: { variables?: Record<string, unknown>; operationName?: string } }).params;
+      setValidationFn((schema, document, rules, typeInfo, options) => {
+        let fixed = byDocument.get(document);
+        if (!fixed) {
+          fixed = validate(schema, document, [...(rules ?? specifiedRules), introspectionFanOut], options, typeInfo);
+          byDocument.set(document, fixed);
+        }
+        if (fixed.length > 0) return fixed;
+        const limits = createComplexityRule({
+          context,
+          variableValues: params?.variables ?? {},
+          operationName: params?.operationName ?? null,
+          validate: (result, report) => {
+            // The operation's cost also weighs it at admission (issue 15).
+            (context as { cost?: number }).cost = result.complexity;
+            if (result.depth > maxDepth) report(new GraphQLError(`The query depth ${result.depth} exceeds the limit of ${maxDepth}.`));
+            if (result.complexity > maxCost) report(new GraphQLError(`The query cost ${result.complexity} exceeds the limit of ${maxCost}.`));
+            if (result.breadth > maxBreadth) report(new GraphQLError(`The query selects ${result.breadth} fields, more than the limit of ${maxBreadth} (breadth).`));
+          },
+        });
+        return validate(schema, document, [limits], options);
+      });
+    },
+  };
+}
+
+/** Introspection costs 1 to the complexity rule: at most two root `__schema`/`__type` fields. */
+const MAX_INTROSPECTION_FIELDS = 2;
+const introspectionFanOut: ValidationRule = (context) => ({
+  OperationDefinition(operation) {
+    let count = 0;
+    const seen = new Set<string>();
+    const visit = (selections: readonly SelectionNode[]) => {
+      for (const s of selections) {
+        if (s.kind === Kind.FIELD) count += s.name.value === '__schema' || s.name.value === '__type' ? 1 : 0;
+        else if (s.kind === Kind.INLINE_FRAGMENT) visit(s.selectionSet.selections);
+        else if (!seen.has(s.name.value)) {
+          seen.add(s.name.value);
+          const fragment = context.getFragment(s.name.value);
+          if (fragment) visit(fragment.selectionSet.selections);
+        }
+      }
+    };
+    visit(operation.selectionSet.selections);
+    if (count > MAX_INTROSPECTION_FIELDS) {
+      context.reportError(new GraphQLError(`The query has ${count} introspection fields, more than the limit of ${MAX_INTROSPECTION_FIELDS} (breadth).`));
+    }
+  },
+});

@@ -1,0 +1,163 @@
+import type { Logger } from 'pino';
+import type { Config } from '../../core/config.js';
+import { ProviderUnavailableError } from '../../core/errors.js';
+import type { DataPoint } from './data-points.js';
+import { type CacheStore, type Outcome, type SubjectKey, cacheKey } from './data-cache.store.js';
+import type { CacheWrite, ExtractWithSource } from './data.repository.js';
+import { CircuitOpenError, ProviderClient, type ProviderSource } from './provider-client.js';
+import type { SecretBox } from './secret-box.js';
+
+/** A subject to fetch, with what the cache row said when it was read. */
+export interface Want {
+  subject: SubjectKey & { identifier: string };
+  /** The row version read (null: no row): the answer is stored only if the row is still at it. */
+  expectedVersion: string | null;
+  removedIds: string[];
+  /** Older data to serve, flagged stale, when the provider fails. */
+  fallback?: { points: DataPoint[]; fetchedAt: Date } | undefined;
+}
+
+/** Runs a provider call when its turn comes (the background re-fetches' bulkhead). */
+export type Limit = (fn: () => Promise<Map<string, Outcome>>) => Promise<Map<string, Outcome>>;
+
+interface InFlight {
+  /**
+   * What the fetch will store against (row version, extract epoch) and the identifier it asked for: only
+   * readers that saw the same may share it, so nothing invalidated since it started is shared as fresh.
+   */
+  version: string | null;
+  epoch: string;
+  identifier: string;
+  outcome: Promise<Outcome>;
+}
+
+/**
+ * Fetches data points from the provider for the cache: in chunks of PROVIDER_BATCH_SIZE identifiers, each
+ * subject's fetch shared with concurrent readers that read the same row (single-flight), the answer
+ * stored through the CacheStore, and the older data served as stale when the provider fails.
+ */
+export class CacheFetcher {
+  readonly provider: ProviderClient;
+  private readonly inflight = new Map<string, InFlight>();
+
+  constructor(
+    private readonly store: CacheStore,
+    private readonly config: Config,
+    private readonly log: Logger,
+    private readonly secrets: SecretBox,
+  ) {
+    this.provider = new ProviderClient(
+      {
+        timeoutMs: config.PROVIDER_TIMEOUT_MS,
+        retries: config.PROVIDER_RETRIES,
+        backoffMs: config.PROVIDER_BACKOFF_MS,
+        maxPages: config.PROVIDER_MAX_PAGES,
+        breakerFailures: config.PROVIDER_BREAKER_FAILURES,
+        breakerThreshold: config.PROVIDER_BREAKER_THRESHOLD,
+        breakerWindowMs: config.PROVIDER_BREAKER_WINDOW_MS,
+        breakerProbeMs: config.PROVIDER_BREAKER_PROBE_MS,
+        breakerOpenMs: config.PROVIDER_BREAKER_OPEN_MS,
+      },
+      log,
+    );
+  }
+
+  /**
+   * The outcome of a fetch in flight that a reader who read row version `version` (null: no row) may
+   * share: same version, extract epoch and identifier.
+   */
+  inFlight(tenantId: string, extract: ExtractWithSource, s: SubjectKey, version: string | null): Promise<Outcome> | undefined {
+    const flying = this.inflight.get(cacheKey(tenantId, extract.key, s.id));
+    return flying && flying.version === version && flying.epoch === extract.cache_epoch && flying.identifier === s.identifier ? flying.outcome : undefined;
+  }
+
+  /**
+   * Fetches in chunks of PROVIDER_BATCH_SIZE identifiers; `gen` is the store's generation of the extract
+   * read before the cache rows were. Without `limit` (a reader's fetch) each subject's outcome is
+   * registered as in flight so that concurrent readers share the call; with it (a background re-fetch,
+   * which waits in a queue) it is not, so readers never wait behind the queue.
+   */
+  fetch(tenantId: string, extract: ExtractWithSource, wants: readonly Want[], gen: number, limit?: Limit): Map<string, Promise<Outcome>> {
+    const outcomes = new Map<string, Promise<Outcome>>();
+    const size = this.config.PROVIDER_BATCH_SIZE;
+    // Chunks by distinct identifiers: subjects sharing one go together.
+    const byIdentifier = new Map<string, Want[]>();
+    for (const w of wants) byIdentifier.set(w.subject.identifier, [...(byIdentifier.get(w.subject.identifier) ?? []), w]);
+    const groups = [...byIdentifier.values()];
+    for (let i = 0; i < groups.length; i += size) {
+      const chunk = groups.slice(i, i + size).flat();
+      const run = () => this.fetchChunk(tenantId, extract, chunk, gen);
+      const result = limit ? limit(run) : run();
+      for (const w of chunk) {
+        const key = cacheKey(tenantId, extract.key, w.subject.id);
+        const outcome = result.then(
+          (m) => m.get(w.subject.id)!,
+          (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
+        );
+        if (!limit) {
+          const entry = { version: w.expectedVersion, epoch: extract.cache_epoch, identifier: w.subject.identifier, outcome };
+          this.inflight.set(key, entry);
+          void outcome.finally(() => this.inflight.get(key) === entry && this.inflight.delete(key));
+        }
+        outcomes.set(w.subject.id, outcome);
+      }
+    }
+    return outcomes;
+  }
+
+  private async fetchChunk(tenantId: string, extract: ExtractWithSource, wants: readonly Want[], gen: number): Promise<Map<string, Outcome>> {
+    const identifiers = [...new Set(wants.map((w) => w.subject.identifier))];
+    let points: DataPoint[];
+    try {
+      points = await this.provider.fetchAll(this.sourceOf(tenantId, extract), { key: extract.key, options: extract.options }, identifiers);
+    } catch (e) {
+      // While a circuit is open every read is refused: its state changes are logged (by the client), not each refusal.
+      const level = e instanceof CircuitOpenError ? 'debug' : 'warn';
+      this.log[level]({ extract: extract.key, dataSource: extract.source.key, subjects: identifiers.length, err: (e as Error).message }, 'data provider call failed');
+      return new Map(
+        wants.map((w) => [
+          w.subject.id,
+          w.fallback
+            ? { points: w.fallback.points, fetchedAt: w.fallback.fetchedAt, stale: true }
+            : new ProviderUnavailableError(`The data provider of extract '${extract.key}' is unavailable and nothing is cached: ${(e as Error).message}`),
+        ]),
+      );
+    }
+    const bySubject = new Map<string, DataPoint[]>();
+    for (const p of points) bySubject.set(p.SubjectIdentifier, [...(bySubject.get(p.SubjectIdentifier) ?? []), p]);
+    const writes: CacheWrite[] = wants.map((w) => {
+      const mine = bySubject.get(w.subject.identifier) ?? [];
+      const removed = new Set(w.removedIds);
+      return {
+        subjectId: w.subject.id,
+        identifier: w.subject.identifier,
+        points: mine.filter((p) => !removed.has(p.Id)),
+        expectedVersion: w.expectedVersion,
+        // A removed id stays remembered while the provider still returns it (a lagging replica).
+        removedIds: w.removedIds.filter((id) => mine.some((p) => p.Id === id)),
+      };
+    });
+    let stored: Map<string, Date>;
+    try {
+      stored = await this.store.write(tenantId, extract.key, extract.cache_epoch, writes, gen);
+    } catch (e) {
+      this.log.error({ err: e, extract: extract.key }, 'storing fetched data points failed');
+      stored = new Map();
+    }
+    // What was not stored (invalidated meanwhile) is still this request's answer, just not cached.
+    return new Map(writes.map((w) => [w.subjectId, { points: w.points, fetchedAt: stored.get(w.subjectId) ?? new Date(), stale: false }]));
+  }
+
+  private sourceOf(tenantId: string, extract: ExtractWithSource): ProviderSource {
+    const s = extract.source;
+    return {
+      tenantId,
+      key: s.key,
+      getDataPointsUrl: s.get_data_points_url,
+      tokenUrl: s.token_url,
+      clientId: s.client_id,
+      scope: s.scope,
+      clientSecret: async () => (s.client_secret_enc ? this.secrets.open(s.client_secret_enc) : null),
+    };
+  }
+}

@@ -1,0 +1,20 @@
+import type { ServerResponse } from 'node:http';
+import { type ProblemAnswer, problemAnswer } from '../core/errors.js';
+
+/**
+ * Writes an error as problem+json (D5), rendered by core/errors.ts's `problemAnswer`: the one way the
+ * service answers a problem, from Express handlers and from the bare handler used while starting.
+ */
+export function sendProblem(res: ServerResponse, err: unknown, traceId: string): void {
+  writeProblem(res, problemAnswer(err, traceId));
+}
+
+/** Writes a rendered problem answer. */
+export function writeProblem(res: ServerResponse, answer: ProblemAnswer): void {
+  const text = JSON.stringify(answer.body);
+  for (const [k, v] of Object.entries(answer.headers)) res.setHeader(k, v);
+  res.statusCode = answer.status;
+  res.setHeader('Content-Type', 'application/problem+json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
+}
