@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
-import { problem } from '../../core/errors.js';
+
 import { defineRoute, pascalLocation } from '../../http/rest/route.js';
+import { problemExample } from '../../http/openapi/documented.js';
 
 // Examples from the demo tenant (config/demo.tenant.json: extract steps-week; config/demo.subjects.json: E-1003).
-const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
 
 const refreshDataSet = defineRoute({
   method: 'post',
@@ -30,7 +30,7 @@ const refreshDataSet = defineRoute({
         .meta({ id: 'RefreshDataSetResponse' }),
       example: { DataExtractKey: 'steps-week', FlaggedEntries: 3 },
     },
-    404: { description: 'No data extract has this key.', example: problem(404, TRACE_ID, "No data extract has the key 'steps-week'.") },
+    404: { description: 'No data extract has this key.', example: problemExample(404, "No data extract has the key 'steps-week'.") },
   },
 });
 
@@ -78,13 +78,13 @@ const common = {
     },
     400: {
       description: 'The body is invalid.',
-      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { SubjectIdentifier: ['Invalid input: expected string, received undefined'] }),
+      example: problemExample(400, 'One or more validation errors occurred.', { SubjectIdentifier: ['Invalid input: expected string, received undefined'] }),
     },
     403: {
       description: 'The token lacks the scope, or the client is not an inbound client of one of the tenant\'s data sources.',
-      example: problem(403, TRACE_ID, "The client 'demo-client' is not an inbound client of any data source."),
+      example: problemExample(403, "The client 'demo-client' is not an inbound client of any data source."),
     },
-    404: { description: 'No subject has this identifier.', example: problem(404, TRACE_ID, "No subject has the identifier 'E-9999'.") },
+    404: { description: 'No subject has this identifier.', example: problemExample(404, "No subject has the identifier 'E-9999'.") },
   },
 };
 

@@ -1,4 +1,4 @@
-import { type ArgBuilder, createContextCache } from '@pothos/core';
+import { type ArgBuilder, type InputFieldBuilder, createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
 import { type Types, builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
@@ -232,6 +232,18 @@ const DataChangePayload = builder.objectRef<{ flaggedDataExtractKeys: string[] }
   }),
 });
 
+/** What a change or removal report names: the subject, and which of its extracts by their option values. */
+const changeTarget = (f: InputFieldBuilder<Types, 'InputObject'>) => ({
+  subjectIdentifier: f.string({ required: true }),
+  dataExtractsOptionsValuesFilter: f.field({ type: 'JSON', description: 'Property path → value; every entry must hold.' }),
+});
+const DataChangeInput = builder.inputType('DataChangeInput', {
+  fields: (f) => ({ ...changeTarget(f), newOrUpdatedDataPoints: f.field({ type: [DataPointInput] }) }),
+});
+const DataRemovalInput = builder.inputType('DataRemovalInput', {
+  fields: (f) => ({ ...changeTarget(f), removedDataPointIdentifiers: f.stringList({ required: true }) }),
+});
+
 builder.mutationFields((t) => ({
   refreshDataSet: t.field({
     type: RefreshDataSetPayload,
@@ -273,40 +285,21 @@ builder.mutationFields((t) => ({
     },
     resolve: async (_root, { input }, ctx) => ({ dataExtract: await saveDataExtract(ctx, input, 'update') }),
   }),
-  reportDataChange: t.field({
-    type: DataChangePayload,
-    nullable: true,
-    description: 'A data provider reports new or changed data of a subject (inbound clients of a data source only).',
-    args: {
-      input: t.arg({
-        type: builder.inputType('DataChangeInput', {
-          fields: (f) => ({
-            subjectIdentifier: f.string({ required: true }),
-            dataExtractsOptionsValuesFilter: f.field({ type: 'JSON', description: 'Property path → value; every entry must hold.' }),
-            newOrUpdatedDataPoints: f.field({ type: [DataPointInput] }),
-          }),
-        }),
-        required: true,
-      }),
-    },
-    resolve: (_root, { input }, ctx) => reportDataChange(ctx, input),
-  }),
-  reportDataRemoval: t.field({
-    type: DataChangePayload,
-    nullable: true,
-    description: 'A data provider reports removed data points of a subject; they leave the cache at once.',
-    args: {
-      input: t.arg({
-        type: builder.inputType('DataRemovalInput', {
-          fields: (f) => ({
-            subjectIdentifier: f.string({ required: true }),
-            dataExtractsOptionsValuesFilter: f.field({ type: 'JSON', description: 'Property path → value; every entry must hold.' }),
-            removedDataPointIdentifiers: f.stringList({ required: true }),
-          }),
-        }),
-        required: true,
-      }),
-    },
-    resolve: (_root, { input }, ctx) => reportDataChange(ctx, input),
-  }),
 }));
+
+// A provider's change and removal reports: one service, two inputs (inbound clients of a data source only).
+const reports = [
+  ['reportDataChange', DataChangeInput, 'A data provider reports new or changed data of a subject (inbound clients of a data source only).'],
+  ['reportDataRemoval', DataRemovalInput, 'A data provider reports removed data points of a subject; they leave the cache at once.'],
+] as const;
+for (const [field, Input, description] of reports) {
+  builder.mutationField(field, (t) =>
+    t.field({
+      type: DataChangePayload,
+      nullable: true,
+      description,
+      args: { input: t.arg({ type: Input, required: true }) },
+      resolve: (_root, { input }, ctx) => reportDataChange(ctx, input),
+    }),
+  );
+}

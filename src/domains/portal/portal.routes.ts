@@ -1,10 +1,11 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
 import type { RestPortalUserFragment } from '../../generated/graphql.js';
-import { problem } from '../../core/errors.js';
+
 import { camelPageSchema, pagingQuery, pagingVariables, restCamelPage } from '../../http/rest/envelopes.js';
 import { defineRoute, pascalLocation } from '../../http/rest/route.js';
 import { isUuid } from '../subject/subject.repository.js';
+import { invalidParameter, problemExample } from '../../http/openapi/documented.js';
 
 graphql(`
   fragment RestPortalUser on PortalUser { id displayName email inviteMethod }
@@ -26,10 +27,9 @@ const PortalUserSchema = z
 
 // Examples from the demo tenant (config/demo.tenant.json, config/demo.subjects.json: Lars Berg).
 const EXAMPLE_SUBJECT_ID = '48e18403-f60b-4395-aca2-2c64665b13ec';
-const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
 const selfUser = { id: 'f5022c3b-a990-4142-9408-cd3e0b089f2f', displayName: 'Lars Berg', email: 'lars.berg@example.org', inviteMethod: 'SelfAccess' };
 const thirdPartyUser = { id: '99383496-5caf-48a1-aa17-254e69c4c824', displayName: 'ingrid.berg@example.org', email: 'ingrid.berg@example.org', inviteMethod: 'ThirdParty' };
-const notFound = { description: 'No subject has this id.', example: problem(404, TRACE_ID, 'No subject has this id.') };
+const notFound = { description: 'No subject has this id.', example: problemExample(404, 'No subject has this id.') };
 
 /** REST subject ids are UUIDs only (D7): anything else names no subject, so 404 after the permission check (D4). */
 function restSubjectId(id: string): string {
@@ -40,7 +40,7 @@ const subjectIdParam = z.object({ subjectId: z.string().meta({ description: 'The
 const tag = 'Subject portal';
 const conflict = {
   description: 'The portal is not configured, the access kind is not enabled, or the subject lacks a value an invitation requires.',
-  example: problem(409, TRACE_ID, 'Third-party access to the subject portal is not enabled for this tenant.'),
+  example: problemExample(409, 'Third-party access to the subject portal is not enabled for this tenant.'),
 };
 
 const listPortalUsers = defineRoute({
@@ -91,10 +91,7 @@ const listPortalUsers = defineRoute({
         ],
       },
     },
-    400: {
-      description: 'A parameter is invalid.',
-      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { OrderDirection: ['OrderDirection must be Ascending or Descending.'] }),
-    },
+    400: invalidParameter('One or more validation errors occurred.', { OrderDirection: ['OrderDirection must be Ascending or Descending.'] }),
     404: notFound,
   },
 });
@@ -131,7 +128,7 @@ const invite = defineRoute({
       schema: z.array(PortalUserSchema),
       example: [thirdPartyUser],
     },
-    400: { description: 'The body is invalid.', example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { '[0]': ["'ingrid.berg' is not a valid e-mail address."] }) },
+    400: { description: 'The body is invalid.', example: problemExample(400, 'One or more validation errors occurred.', { '[0]': ["'ingrid.berg' is not a valid e-mail address."] }) },
     404: notFound,
     409: conflict,
   },

@@ -147,57 +147,59 @@ interface PortalPayload {
   portalUsers: PortalUserRow[];
 }
 
-function portalPayload(name: string, description: string) {
-  return builder.objectRef<PortalPayload>(name).implement({
+/**
+ * The two portal access mutations differ in their permission, list argument and service: one table.
+ * Each takes the subject (UUID or global id) and an optional list of e-mail addresses.
+ */
+const portalAccessMutations = [
+  {
+    field: 'inviteSubjectToPortal',
+    description: 'Invites to the subject portal (Create:SubjectAccessInvite): without emails the subject itself (self access), with emails those third parties (D9).',
+    input: 'InviteSubjectToPortalInput',
+    list: 'emails',
+    listDescription: 'Third-party e-mail addresses; absent or null: self access.',
+    payload: 'InviteSubjectToPortalPayload',
+    payloadDescription: 'The portal users the call concerns (new or already invited), in the order named.',
+    run: inviteToPortal,
+  },
+  {
+    field: 'removeSubjectPortalAccess',
+    description: 'Removes portal access (Delete:SubjectAccessInvite): those third-party users, or without thirdPartyUserEmails the self-access user (D9).',
+    input: 'RemoveSubjectPortalAccessInput',
+    list: 'thirdPartyUserEmails',
+    listDescription: 'Third-party users to remove (unknown addresses are ignored); absent or null: the self-access user.',
+    payload: 'RemoveSubjectPortalAccessPayload',
+    payloadDescription: 'The portal users the call removed, by e-mail.',
+    run: removePortalAccess,
+  },
+] as const;
+
+for (const m of portalAccessMutations) {
+  const Payload = builder.objectRef<PortalPayload>(m.payload).implement({
     fields: (t) => ({
-      portalUsers: t.field({ type: [PortalUserRef], description, resolve: (p) => p.portalUsers }),
+      portalUsers: t.field({ type: [PortalUserRef], description: m.payloadDescription, resolve: (p) => p.portalUsers }),
       subject: t.field({ type: SubjectRef, nullable: true, authScopes: { permission: 'View:Subject' }, resolve: (p) => p.subjectId }),
     }),
   });
+  const Input = builder.inputType(m.input, {
+    fields: (f) => ({
+      subjectId: f.id({ required: true, description: 'The subject UUID (or its global id).' }),
+      [m.list]: f.stringList({ description: m.listDescription }),
+    }),
+  });
+  builder.mutationField(m.field, (t) =>
+    t.field({
+      type: Payload,
+      nullable: true,
+      description: m.description,
+      args: { input: t.arg({ type: Input, required: true }) },
+      resolve: async (_root, { input }, ctx) => {
+        // The list's name is computed, so Pothos types the input as a record: its two fields as declared above.
+        const sent = input as { subjectId: string } & Record<string, readonly string[] | null | undefined>;
+        const subjectId = subjectUuid(sent.subjectId);
+        return { subjectId, portalUsers: await m.run(ctx, subjectId, sent[m.list]) };
+      },
+    }),
+  );
 }
 
-const InvitePayload = portalPayload('InviteSubjectToPortalPayload', 'The portal users the call concerns (new or already invited), in the order named.');
-const RemovePayload = portalPayload('RemoveSubjectPortalAccessPayload', 'The portal users the call removed, by e-mail.');
-
-builder.mutationFields((t) => ({
-  inviteSubjectToPortal: t.field({
-    type: InvitePayload,
-    nullable: true,
-    description: 'Invites to the subject portal (Create:SubjectAccessInvite): without emails the subject itself (self access), with emails those third parties (D9).',
-    args: {
-      input: t.arg({
-        type: builder.inputType('InviteSubjectToPortalInput', {
-          fields: (f) => ({
-            subjectId: f.id({ required: true, description: 'The subject UUID (or its global id).' }),
-            emails: f.stringList({ description: 'Third-party e-mail addresses; absent or null: self access.' }),
-          }),
-        }),
-        required: true,
-      }),
-    },
-    resolve: async (_root, { input }, ctx) => {
-      const subjectId = subjectUuid(input.subjectId);
-      return { subjectId, portalUsers: await inviteToPortal(ctx, subjectId, input.emails) };
-    },
-  }),
-  removeSubjectPortalAccess: t.field({
-    type: RemovePayload,
-    nullable: true,
-    description: 'Removes portal access (Delete:SubjectAccessInvite): those third-party users, or without thirdPartyUserEmails the self-access user (D9).',
-    args: {
-      input: t.arg({
-        type: builder.inputType('RemoveSubjectPortalAccessInput', {
-          fields: (f) => ({
-            subjectId: f.id({ required: true, description: 'The subject UUID (or its global id).' }),
-            thirdPartyUserEmails: f.stringList({ description: 'Third-party users to remove (unknown addresses are ignored); absent or null: the self-access user.' }),
-          }),
-        }),
-        required: true,
-      }),
-    },
-    resolve: async (_root, { input }, ctx) => {
-      const subjectId = subjectUuid(input.subjectId);
-      return { subjectId, portalUsers: await removePortalAccess(ctx, subjectId, input.thirdPartyUserEmails) };
-    },
-  }),
-}));

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Db, PortalConfigRow, PortalUserRow, SubjectRow } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
-import { requirePermission } from '../../core/permissions.js';
+import { type Permission, requirePermission } from '../../core/permissions.js';
 import type { Context } from '../../graphql/context.js';
 import { firstText } from '../subject/subject-values.js';
 import { type SubjectConfig, loadSubjectConfig, lockSubjectById } from '../subject/subject.repository.js';
@@ -70,6 +70,18 @@ function invitationMail(user: PortalUserRow, ctx: MailContext): NewMail {
   return { portalUserId: user.id, recipient: user.email, ...rendered };
 }
 
+/** Checks the permission (403 first), then runs `fn` in one transaction with the subject locked (404 when unknown). */
+function onLockedSubject<T>(
+  ctx: Pick<Context, 'db' | 'principal'>,
+  permission: Permission,
+  subjectId: string,
+  fn: (trx: Db, tenantId: string, subject: SubjectRow) => Promise<T>,
+): Promise<T> {
+  requirePermission(ctx.principal, permission);
+  const tenantId = ctx.principal.tenantId;
+  return inTransaction(ctx.db, async (trx) => fn(trx, tenantId, await lockSubject(trx, tenantId, subjectId)));
+}
+
 /**
  * POST /api/v1/subject/{id}/invite (D9). `emails` absent or null: self access, the subject's own e-mail
  * (portal.emailFieldKey); a list: third-party access for those addresses. Idempotent per (subject,
@@ -82,11 +94,8 @@ export async function inviteToPortal(
   subjectId: string,
   emails: readonly string[] | null | undefined,
 ): Promise<PortalUserRow[]> {
-  requirePermission(ctx.principal, 'Create:SubjectAccessInvite');
-  const tenantId = ctx.principal.tenantId;
-  const thirdParty = emails !== null && emails !== undefined;
-  return inTransaction(ctx.db, async (trx) => {
-    const subject = await lockSubject(trx, tenantId, subjectId);
+  return onLockedSubject(ctx, 'Create:SubjectAccessInvite', subjectId, async (trx, tenantId, subject) => {
+    const thirdParty = emails !== null && emails !== undefined;
     if (thirdParty) {
       if (emails.length > MAX_EMAILS) throw ValidationError.at('emails', `At most ${MAX_EMAILS} e-mail addresses at once.`);
       const errors = new ErrorCollector();
@@ -174,11 +183,8 @@ export async function removePortalAccess(
   subjectId: string,
   thirdPartyUserEmails: readonly string[] | null | undefined,
 ): Promise<PortalUserRow[]> {
-  requirePermission(ctx.principal, 'Delete:SubjectAccessInvite');
-  const tenantId = ctx.principal.tenantId;
-  const thirdParty = thirdPartyUserEmails !== null && thirdPartyUserEmails !== undefined;
-  return inTransaction(ctx.db, async (trx) => {
-    const subject = await lockSubject(trx, tenantId, subjectId);
+  return onLockedSubject(ctx, 'Delete:SubjectAccessInvite', subjectId, async (trx, tenantId, subject) => {
+    const thirdParty = thirdPartyUserEmails !== null && thirdPartyUserEmails !== undefined;
     requireAccessKind(await loadPortalConfig(trx, tenantId), thirdParty);
     const removed = thirdParty
       ? await deletePortalUsers(trx, tenantId, subject.id, 'ThirdParty', [...new Set(thirdPartyUserEmails.map(emailKey))])

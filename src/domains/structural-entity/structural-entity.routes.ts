@@ -2,10 +2,10 @@ import { z } from 'zod';
 import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestStructuralEntityFragment } from '../../generated/graphql.js';
-import { problem } from '../../core/errors.js';
+
 import { SentValueSchema, booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
 import { defineRoute } from '../../http/rest/route.js';
-import { documentedAs } from '../../http/openapi/documented.js';
+import { documentedAs, invalidParameter, problemExample } from '../../http/openapi/documented.js';
 
 graphql(`
   fragment RestStructuralEntity on StructuralEntity {
@@ -100,7 +100,6 @@ const exampleSalesWest = {
   StructureType: departmentType,
   CustomFieldValues: [costCenter('CC-230'), headcountLimit(12)],
 };
-const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
 
 const listEntities = defineRoute({
   method: 'get',
@@ -169,10 +168,7 @@ const listEntities = defineRoute({
         ],
       },
     },
-    400: {
-      description: 'A parameter is invalid.',
-      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { SubjectAssignable: ['SubjectAssignable must be true or false.'] }),
-    },
+    400: invalidParameter('One or more validation errors occurred.', { SubjectAssignable: ['SubjectAssignable must be true or false.'] }),
   },
 });
 
@@ -196,7 +192,7 @@ const getEntity = defineRoute({
   },
   responses: {
     200: { description: 'The structural entity.', schema: RestStructuralEntitySchema, example: exampleSales },
-    404: { description: 'No structural entity has this key.', example: problem(404, TRACE_ID, 'No structural entity has this key.') },
+    404: { description: 'No structural entity has this key.', example: problemExample(404, 'No structural entity has this key.') },
   },
 });
 
@@ -253,11 +249,11 @@ const upsertEntity = defineRoute({
     201: { description: 'Created.', schema: RestStructuralEntitySchema, example: exampleSalesWest },
     400: {
       description: 'The body is invalid.',
-      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { 'CustomFieldValues[1].Value.Integer.Value': ['Expected a JSON integer.'] }),
+      example: problemExample(400, 'One or more validation errors occurred.', { 'CustomFieldValues[1].Value.Integer.Value': ['Expected a JSON integer.'] }),
     },
     409: {
       description: 'The entity has subjects and its new structure type is not subject-assignable.',
-      example: problem(409, TRACE_ID, "'sales-west' has subjects; its type cannot change to 'company', which is not subject-assignable."),
+      example: problemExample(409, "'sales-west' has subjects; its type cannot change to 'company', which is not subject-assignable."),
     },
   },
 });

@@ -2,10 +2,10 @@ import { z } from 'zod';
 import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestSubjectFragment, RestSubjectWithLocationsFragment } from '../../generated/graphql.js';
-import { problem } from '../../core/errors.js';
+
 import { SentValueSchema, booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
 import { defineRoute, pascalLocation } from '../../http/rest/route.js';
-import { documentedAs } from '../../http/openapi/documented.js';
+import { documentedAs, invalidParameter, problemExample } from '../../http/openapi/documented.js';
 import { RestStructuralEntitySchema, exampleHeadOffice, exampleSalesNorth, toRestEntity } from '../structural-entity/structural-entity.routes.js';
 import { isUuid } from './subject.repository.js';
 
@@ -111,8 +111,7 @@ const exampleSubjectPage = {
     },
   ],
 };
-const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
-const notFound = { description: 'No subject has this id.', example: problem(404, TRACE_ID, 'No subject has this id.') };
+const notFound = { description: 'No subject has this id.', example: problemExample(404, 'No subject has this id.') };
 
 /**
  * REST subject ids are UUIDs only (D7); GraphQL also takes global ids. Anything else goes to the operation
@@ -192,10 +191,7 @@ const listSubjects = defineRoute({
   respond: (data) => ({ status: 200, body: restPage(data.subjects!, toRestSubject) }),
   responses: {
     200: { description: 'A page of subjects (without StructuralEntities).', schema: pageSchema(RestSubjectSchema, 'Subject'), example: exampleSubjectPage },
-    400: {
-      description: 'A parameter is invalid.',
-      example: problem(400, TRACE_ID, 'First must be an integer from 0 to 1000.', { First: ['First must be an integer from 0 to 1000.'] }),
-    },
+    400: invalidParameter('First must be an integer from 0 to 1000.', { First: ['First must be an integer from 0 to 1000.'] }),
   },
 });
 
@@ -248,10 +244,10 @@ const updateSubject = defineRoute({
     200: { description: 'The updated subject (get-by-id shape).', schema: RestSubjectByIdSchema, example: exampleSubjectWithLocations },
     400: {
       description: 'The body is invalid.',
-      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { 'CustomFields[0].Value.Integer.Value': ['Expected a JSON integer.'] }),
+      example: problemExample(400, 'One or more validation errors occurred.', { 'CustomFields[0].Value.Integer.Value': ['Expected a JSON integer.'] }),
     },
     404: notFound,
-    409: { description: 'Another subject has these matching values.', example: problem(409, TRACE_ID, 'Another subject already has these matching field values.') },
+    409: { description: 'Another subject has these matching values.', example: problemExample(409, 'Another subject already has these matching field values.') },
   },
 });
 
@@ -325,11 +321,11 @@ const upsertSubject = defineRoute({
     201: { description: 'Created.', schema: UpsertResponseSchema, example: exampleUpsertAnswer },
     400: {
       description: 'The body is invalid.',
-      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { CustomFieldValues: ["The required field 'fullName' is missing."] }),
+      example: problemExample(400, 'One or more validation errors occurred.', { CustomFieldValues: ["The required field 'fullName' is missing."] }),
     },
     409: {
       description: 'Another subject has these matching values, or the tenant has no matching fields.',
-      example: problem(409, TRACE_ID, 'The subject changed concurrently; retry the request.'),
+      example: problemExample(409, 'The subject changed concurrently; retry the request.'),
     },
   },
 });
@@ -362,7 +358,7 @@ const addLocations = defineRoute({
     },
     400: {
       description: 'The body is invalid, or a key names no subject-assignable structural entity.',
-      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', {
+      example: problemExample(400, 'One or more validation errors occurred.', {
         'Keys[0]': ["Subjects cannot be assigned to 'acme' (its structure type is not subject-assignable)."],
         'Keys[1]': ["Unknown structural entity 'nowhere'."],
       }),
@@ -396,7 +392,7 @@ const removeLocations = defineRoute({
   respond: (data) => ({ status: 200, body: toRestSubjectById(data.removeSubjectFromStructuralEntities?.subject) }),
   responses: {
     200: { description: 'The subject (get-by-id shape).', schema: RestSubjectByIdSchema, example: exampleSubjectWithLocations },
-    400: { description: 'The request is invalid, e.g. no key is given.', example: problem(400, TRACE_ID, 'At least one key is required.', { keys: ['At least one key is required.'] }) },
+    400: { description: 'The request is invalid, e.g. no key is given.', example: problemExample(400, 'At least one key is required.', { keys: ['At least one key is required.'] }) },
     404: notFound,
   },
 });

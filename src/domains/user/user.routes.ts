@@ -1,11 +1,10 @@
 import { z } from 'zod';
 import { graphql } from '../../generated/gql.js';
-import { problem } from '../../core/errors.js';
+
 import { defineRoute } from '../../http/rest/route.js';
 import { booleanQuery } from '../../http/rest/envelopes.js';
 import { MAX_PAGE_SIZE } from '../../db/paging.js';
-
-const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
+import { invalidParameter, problemExample } from '../../http/openapi/documented.js';
 
 const listUsers = defineRoute({
   method: 'get',
@@ -48,11 +47,8 @@ const listUsers = defineRoute({
         { id: 'u-bob', displayName: 'Bob Jones' },
       ],
     },
-    400: {
-      description: 'A parameter is invalid.',
-      example: problem(400, TRACE_ID, 'One or more validation errors occurred.', { includeInactive: ['includeInactive must be true or false.'] }),
-    },
-    404: { description: 'withAccessToSubjectId names no subject.', example: problem(404, TRACE_ID, 'No subject has this id.') },
+    400: invalidParameter('One or more validation errors occurred.', { includeInactive: ['includeInactive must be true or false.'] }),
+    404: { description: 'withAccessToSubjectId names no subject.', example: problemExample(404, 'No subject has this id.') },
   },
 });
 

@@ -1,3 +1,4 @@
+import { type FieldErrors, type Problem, problem } from '../../core/errors.js';
 import type { z } from 'zod';
 
 /**
@@ -16,4 +17,17 @@ export function documentedAs<T extends z.ZodType>(binding: T, documented: z.ZodT
 /** The schema the OpenAPI document shows for a parameter bound by `binding`. */
 export function documentedType(binding: z.ZodType): z.ZodType {
   return documentedTypes.get(binding) ?? binding;
+}
+
+/** The request id of every documented problem example. */
+const EXAMPLE_TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
+
+/** A problem+json body as the service answers it, for a documented example. */
+export function problemExample(status: number, detail: string, errors?: FieldErrors): Problem {
+  return problem(status, EXAMPLE_TRACE_ID, detail, errors);
+}
+
+/** The documented 400 answer of a list whose query parameter is invalid, with an example naming it. */
+export function invalidParameter(detail: string, errors: FieldErrors): { description: string; example: Problem } {
+  return { description: 'A parameter is invalid.', example: problemExample(400, detail, errors) };
 }

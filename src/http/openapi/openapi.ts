@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { PERMISSIONS } from '../../core/permissions.js';
-import { problem } from '../../core/errors.js';
+
 import { unwrap } from '../../core/input.js';
 import type { RouteDef } from '../rest/route.js';
-import { documentedType } from './documented.js';
+import { documentedType, problemExample } from './documented.js';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -43,7 +43,6 @@ const TAGS: Record<string, string> = {
 };
 
 // Problem examples: what the service answers (src/core/errors.ts `problem`), with one request id.
-const TRACE_ID = '5eda76b3-c536-47de-a748-9489fe05780c';
 const WWW_AUTHENTICATE_401 = {
   description: 'The Bearer challenge (RFC 6750): `Bearer` without a token, with `error="invalid_token"` and a description for a token that is not valid.',
   schema: { type: 'string' },
@@ -223,24 +222,24 @@ function problemAnswers(r: RouteDef): Record<string, { description: string; exam
       description: 'The request is invalid; `errors` names each offending location.',
       example:
         r.body || !firstQuery
-          ? problem(400, TRACE_ID, 'The request body is not valid JSON.')
-          : problem(400, TRACE_ID, 'One or more validation errors occurred.', { [firstQuery]: ['Must not contain the NUL character (U+0000).'] }),
+          ? problemExample(400, 'The request body is not valid JSON.')
+          : problemExample(400, 'One or more validation errors occurred.', { [firstQuery]: ['Must not contain the NUL character (U+0000).'] }),
     };
   }
-  answers[401] = { description: 'The access token is missing or not valid.', example: problem(401, TRACE_ID, 'An access token is required.') };
+  answers[401] = { description: 'The access token is missing or not valid.', example: problemExample(401, 'An access token is required.') };
   const permission = /\b\w+:\w+/.exec(r.permissions)?.[0];
   answers[403] = {
     description: 'The token lacks the scope, or the client the permission.',
-    example: problem(403, TRACE_ID, permission ? `The client lacks the permission ${permission}.` : `The access token lacks the scope ${(r.scopes ?? ['ServiceApi']).join(' or ')}.`),
+    example: problemExample(403, permission ? `The client lacks the permission ${permission}.` : `The access token lacks the scope ${(r.scopes ?? ['ServiceApi']).join(' or ')}.`),
   };
   if (r.body) {
-    answers[413] = { description: 'The body is larger than the limit (MAX_BODY_BYTES).', example: problem(413, TRACE_ID, 'The request body is larger than 1048576 bytes.') };
-    answers[415] = { description: 'The body is not application/json.', example: problem(415, TRACE_ID, 'The request body must be application/json.') };
+    answers[413] = { description: 'The body is larger than the limit (MAX_BODY_BYTES).', example: problemExample(413, 'The request body is larger than 1048576 bytes.') };
+    answers[415] = { description: 'The body is not application/json.', example: problemExample(415, 'The request body must be application/json.') };
   }
-  answers[500] = { description: 'An unexpected error (logged under the traceId).', example: problem(500, TRACE_ID, 'An unexpected error occurred.') };
+  answers[500] = { description: 'An unexpected error (logged under the traceId).', example: problemExample(500, 'An unexpected error occurred.') };
   for (const [status, res] of Object.entries(r.responses)) {
     if (Number(status) < 400) continue;
-    answers[status] = { description: res.description, example: res.example ?? answers[status]?.example ?? problem(Number(status), TRACE_ID, res.description) };
+    answers[status] = { description: res.description, example: res.example ?? answers[status]?.example ?? problemExample(Number(status), res.description) };
   }
   return answers;
 }
