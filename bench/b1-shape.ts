@@ -73,7 +73,10 @@ function restSubject(cfg: ShapeConfig, s: Row) {
     const v = values[f.key];
     if (v === undefined || v === null) continue;
     const list = (Array.isArray(v) ? v : [v]).map((x) => ({ DataType: f.dataType, ValueText: text(f.dataType, x) }));
-    out.push({ Field: { Key: f.key, Name: f.name, Type: f.typeLabel, Required: f.required, IsArray: f.isArray }, Value: f.isArray ? list : list[0] });
+    out.push({
+      Field: { Key: f.key, Name: f.name, Type: f.typeLabel, Required: f.required, IsArray: f.isArray },
+      Value: f.isArray ? list : list[0],
+    });
   }
   return { Id: s['id'], ExternalId: s['external_id'] ?? null, CustomFieldValues: out };
 }
@@ -116,7 +119,14 @@ function restEntity(cfg: ShapeConfig, e: Row) {
   };
 }
 
-function page<T>(rows: Row[], size: number, map: (r: Row) => T, cursorOf: (r: Row) => string, expected: Expected, total: number | undefined) {
+function page<T>(
+  rows: Row[],
+  size: number,
+  map: (r: Row) => T,
+  cursorOf: (r: Row) => string,
+  expected: Expected,
+  total: number | undefined,
+) {
   const shown = rows.slice(0, size);
   const edges = shown.map((r) => ({ Node: map(r), Cursor: cursorOf(r) }));
   return {
@@ -143,11 +153,20 @@ export function shapeAnswer(kind: string, cfg: ShapeConfig, results: Row[][], pa
     case 'restSubjectPage':
       return page(sets.subjects, pageSize, (r) => restSubject(cfg, r), subjectCursor, expected, total);
     case 'restEntityPage':
-      return page(sets.entities, pageSize, (r) => restEntity(cfg, r), (r) => cursor(['structuralEntity', 'Key', r['key'], r['key']]), expected, total);
+      return page(
+        sets.entities,
+        pageSize,
+        (r) => restEntity(cfg, r),
+        (r) => cursor(['structuralEntity', 'Key', r['key'], r['key']]),
+        expected,
+        total,
+      );
     case 'restSubjectById': {
       const s = sets.subjects[0];
       if (!s) return { title: 'Not Found', status: 404 };
-      const entities = sets.locations.filter((l) => l['subject_id'] === s['id']).sort((a, b) => String(a['key']).localeCompare(String(b['key'])));
+      const entities = sets.locations
+        .filter((l) => l['subject_id'] === s['id'])
+        .sort((a, b) => String(a['key']).localeCompare(String(b['key'])));
       return { ...restSubject(cfg, s), StructuralEntities: entities.map((e) => restEntity(cfg, e)) };
     }
     case 'gqlSubjects':
@@ -159,7 +178,9 @@ export function shapeAnswer(kind: string, cfg: ShapeConfig, results: Row[][], pa
         if (kind === 'gqlSubjectsWithEntities') {
           const located = (bySubject.get(s['id']) ?? []).sort((a, b) => String(a['key']).localeCompare(String(b['key']))).slice(0, 10);
           node['structuralEntities'] = {
-            edges: located.map((e) => ({ node: { key: e['key'], displayName: e['display_name'], parentKey: e['parent_key'] ?? null, depth: Number(e['depth']) } })),
+            edges: located.map((e) => ({
+              node: { key: e['key'], displayName: e['display_name'], parentKey: e['parent_key'] ?? null, depth: Number(e['depth']) },
+            })),
           };
         }
         return { node };

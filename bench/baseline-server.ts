@@ -46,7 +46,12 @@ let config: ShapeConfig | undefined;
 async function loadShapeConfig(h: DatabaseHandle): Promise<ShapeConfig> {
   const fields = await h.db.selectFrom('subject_field').selectAll().where('tenant_id', '=', spec.tenantId).orderBy('position').execute();
   const types = await h.db.selectFrom('structure_type').selectAll().where('tenant_id', '=', spec.tenantId).execute();
-  const typeFields = await h.db.selectFrom('structure_type_field').selectAll().where('tenant_id', '=', spec.tenantId).orderBy('position').execute();
+  const typeFields = await h.db
+    .selectFrom('structure_type_field')
+    .selectAll()
+    .where('tenant_id', '=', spec.tenantId)
+    .orderBy('position')
+    .execute();
   const byKey = new Map<string, StructureTypeConfig>(
     types.map((t) => [
       t.key,
@@ -61,7 +66,14 @@ async function loadShapeConfig(h: DatabaseHandle): Promise<ShapeConfig> {
     ]),
   );
   return {
-    fields: fields.map((f) => ({ key: f.key, name: f.name, dataType: f.data_type, typeLabel: f.type_label, required: f.required, isArray: f.is_array })),
+    fields: fields.map((f) => ({
+      key: f.key,
+      name: f.name,
+      dataType: f.data_type,
+      typeLabel: f.type_label,
+      required: f.required,
+      isArray: f.is_array,
+    })),
     types: byKey,
   };
 }

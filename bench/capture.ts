@@ -65,7 +65,18 @@ const DATA_TABLES = new Set([
 ]);
 
 // Words that follow FROM/JOIN/UPDATE without naming a table (`do update set`, `from lateral`, functions).
-const NOT_TABLES = new Set(['set', 'lateral', 'only', 'select', 'values', 'unnest', 'jsonb_each', 'jsonb_array_elements', 'jsonb_to_recordset', 'generate_series']);
+const NOT_TABLES = new Set([
+  'set',
+  'lateral',
+  'only',
+  'select',
+  'values',
+  'unnest',
+  'jsonb_each',
+  'jsonb_array_elements',
+  'jsonb_to_recordset',
+  'generate_series',
+]);
 // Tables of authentication (the client lookup, signing keys): skipped even when they also read data versions.
 const AUTH_TABLES = new Set(['client', 'signing_key', 'service_secret']);
 
@@ -114,11 +125,23 @@ export async function capturePhase(
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // The outbox sender polls on a timer: a poll must not land inside a captured request.
-  const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', NODE_ENV: 'production', MAIL_POLL_MS: '3600000' });
+  const config = loadConfig({
+    LOG_LEVEL: 'silent',
+    PUBLIC_URL: url,
+    DATA_DIR: '/nonexistent',
+    NODE_ENV: 'production',
+    MAIL_POLL_MS: '3600000',
+  });
   const app = await buildApp({ config, db: handle.db, logger: pino({ level: 'silent' }), listen: handle.listen });
   server.on('request', app.app);
   try {
-    const form = new URLSearchParams({ grant_type: 'client_credentials', tenant_key: TENANT_KEY, client_id: CLIENT.clientId, client_secret: CLIENT.clientSecret, scope: 'ServiceApi' });
+    const form = new URLSearchParams({
+      grant_type: 'client_credentials',
+      tenant_key: TENANT_KEY,
+      client_id: CLIENT.clientId,
+      client_secret: CLIENT.clientSecret,
+      scope: 'ServiceApi',
+    });
     const tokenRes = await fetch(`${url}/connect/token`, { method: 'POST', body: form });
     const token = (await tokenRes.json()) as { access_token?: string };
     if (!token.access_token) throw new Error(`token request failed: ${tokenRes.status} ${JSON.stringify(token)}`);
@@ -135,7 +158,8 @@ export async function capturePhase(
       if (parsed.errors) throw new Error(`${path}: ${JSON.stringify(parsed.errors).slice(0, 500)}`);
       return parsed;
     };
-    const bySubjectNumber = (i: number) => json('GET', `/api/v2/subject?First=1&customFieldValueFilter.values[employeeNumber]=${employeeNumber(i)}`);
+    const bySubjectNumber = (i: number) =>
+      json('GET', `/api/v2/subject?First=1&customFieldValueFilter.values[employeeNumber]=${employeeNumber(i)}`);
 
     // A cursor at 90% of the default ordering (ExternalId): the subject there, found by a filter, has
     // the cursor of its position (a cursor names the ordering and the position, not the filter).
@@ -145,7 +169,7 @@ export async function capturePhase(
     if (check.Edges[0]?.Node.ExternalId !== employeeNumber(at90 + 1)) {
       opts.log('the filtered cursor does not continue the full list; walking pages to 90% instead');
       let after: string | null = null;
-      for (let seen = 0; seen <= at90; ) {
+      for (let seen = 0; seen <= at90;) {
         const take: number = Math.min(1000, at90 + 1 - seen);
         const p: any = await json('GET', `/api/v2/subject?First=${take}${after ? `&After=${encodeURIComponent(after)}` : ''}`);
         seen += p.Edges.length;
@@ -183,7 +207,8 @@ export async function capturePhase(
     for (const sc of scenarios) {
       // The request of the k-th warm-up (k < 0 … ) and of the captured one (k = 0).
       const request = (k: number): string | undefined => {
-        if (sc.variant?.kind === 'upsert') return upsertBody(captureUpsert(k + (sc.connections ?? 0)), sentSubjectValues, (i) => entityKey(4, i % teams));
+        if (sc.variant?.kind === 'upsert')
+          return upsertBody(captureUpsert(k + (sc.connections ?? 0)), sentSubjectValues, (i) => entityKey(4, i % teams));
         if (sc.variant?.kind === 'pages') return JSON.stringify({ query: sc.variant.query, variables: { after: pageCursors.at(-1) } });
         return sc.body;
       };
@@ -210,7 +235,9 @@ export async function capturePhase(
           const plan = await handle.db.executeQuery<{ 'QUERY PLAN': string }>(
             CompiledQuery.raw(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ${s.sql}`, [...s.parameters]),
           );
-          opts.log(`\n    ${s.sql}\n    ${JSON.stringify(s.parameters).slice(0, 300)}\n${plan.rows.map((p) => `      ${p['QUERY PLAN']}`).join('\n')}\n`);
+          opts.log(
+            `\n    ${s.sql}\n    ${JSON.stringify(s.parameters).slice(0, 300)}\n${plan.rows.map((p) => `      ${p['QUERY PLAN']}`).join('\n')}\n`,
+          );
         }
       }
     }

@@ -50,7 +50,12 @@ const QUERY = `query($key: String!) { subjects(first: ${SUBJECTS}) { edges { nod
 const CREATE_EXTRACT = `mutation($input: CreateDataExtractInput!) { createDataExtract(input: $input) { dataExtract { key } } }`;
 const UPSERT_SUBJECT = `mutation($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created subject { subjectId } } }`;
 
-async function openBenchDatabase(): Promise<{ handle: DatabaseHandle; url: string | undefined; dispose: () => Promise<void>; kind: 'pglite' | 'postgres' }> {
+async function openBenchDatabase(): Promise<{
+  handle: DatabaseHandle;
+  url: string | undefined;
+  dispose: () => Promise<void>;
+  kind: 'pglite' | 'postgres';
+}> {
   const url = process.env['DATABASE_URL'];
   if (url) {
     const name = `ssdi_bench_${randomBytes(4).toString('hex')}`;
@@ -72,7 +77,12 @@ async function openBenchDatabase(): Promise<{ handle: DatabaseHandle; url: strin
   }
   const dir = await mkdtemp(path.join(tmpdir(), 'ssdi-bench-'));
   const handle = await openDatabase({ dataDir: dir });
-  return { handle, url: undefined, kind: 'pglite', dispose: async () => (await handle.close(), await rm(dir, { recursive: true, force: true })) };
+  return {
+    handle,
+    url: undefined,
+    kind: 'pglite',
+    dispose: async () => (await handle.close(), await rm(dir, { recursive: true, force: true })),
+  };
 }
 
 interface Running {
@@ -81,7 +91,10 @@ interface Running {
 }
 
 /** The app on an ephemeral loopback port; the port is bound first so PUBLIC_URL can be the real address. */
-async function startInstance(handle: DatabaseHandle, env: (url: string) => Record<string, string>): Promise<Running & { config: Config; app: App }> {
+async function startInstance(
+  handle: DatabaseHandle,
+  env: (url: string) => Record<string, string>,
+): Promise<Running & { config: Config; app: App }> {
   const server: Server = createServer();
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -155,18 +168,34 @@ async function main() {
       ],
     });
 
-    const baseEnv = (url: string): Record<string, string> => ({ LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', NODE_ENV: 'production' });
+    const baseEnv = (url: string): Record<string, string> => ({
+      LOG_LEVEL: 'silent',
+      PUBLIC_URL: url,
+      DATA_DIR: '/nonexistent',
+      NODE_ENV: 'production',
+    });
     const first = await startInstance(handle, baseEnv);
     opened.push(first);
 
-    const form = new URLSearchParams({ grant_type: 'client_credentials', tenant_key: TENANT, client_id: CLIENT.clientId, client_secret: CLIENT.clientSecret, scope: 'ServiceApi' });
+    const form = new URLSearchParams({
+      grant_type: 'client_credentials',
+      tenant_key: TENANT,
+      client_id: CLIENT.clientId,
+      client_secret: CLIENT.clientSecret,
+      scope: 'ServiceApi',
+    });
     const tokenRes = await fetch(`${first.url}/connect/token`, { method: 'POST', body: form });
     const tokenBody = (await tokenRes.json()) as { access_token?: string };
-    if (tokenRes.status !== 200 || !tokenBody.access_token) throw new Error(`token request failed: ${tokenRes.status} ${JSON.stringify(tokenBody)}`);
+    if (tokenRes.status !== 200 || !tokenBody.access_token)
+      throw new Error(`token request failed: ${tokenRes.status} ${JSON.stringify(tokenBody)}`);
     const authorization = `Bearer ${tokenBody.access_token}`;
 
     const gql = async (base: string, query: string, variables: Record<string, unknown>): Promise<any> => {
-      const res = await fetch(`${base}/graphql`, { method: 'POST', headers: { authorization, 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }) });
+      const res = await fetch(`${base}/graphql`, {
+        method: 'POST',
+        headers: { authorization, 'content-type': 'application/json' },
+        body: JSON.stringify({ query, variables }),
+      });
       const body = (await res.json()) as { data?: any; errors?: unknown };
       if (res.status !== 200 || body.errors) throw new Error(`GraphQL ${res.status}: ${JSON.stringify(body.errors ?? body)}`);
       return body.data;
@@ -191,7 +220,9 @@ async function main() {
       if (edges.length !== SUBJECTS) throw new Error(`expected ${SUBJECTS} subjects, got ${edges.length}`);
       for (const { node } of edges) {
         if (node.dataPoints?.totalCount !== POINTS_PER_SUBJECT || node.dataPoints.edges.length !== POINTS_PER_SUBJECT) {
-          throw new Error(`subject ${node.externalId}: expected ${POINTS_PER_SUBJECT} points, got ${JSON.stringify(node.dataPoints && { totalCount: node.dataPoints.totalCount, edges: node.dataPoints.edges.length })}`);
+          throw new Error(
+            `subject ${node.externalId}: expected ${POINTS_PER_SUBJECT} points, got ${JSON.stringify(node.dataPoints && { totalCount: node.dataPoints.totalCount, edges: node.dataPoints.edges.length })}`,
+          );
         }
       }
     };
@@ -214,7 +245,14 @@ async function main() {
         calls += provider.stats().getDataPointsCalls - c0;
       }
       const s = summarize(ms);
-      rows.push({ scenario, iterations: ITERATIONS, p50Ms: s.p50, p95Ms: s.p95, meanMs: s.mean, providerCallsPerRequest: calls / ITERATIONS });
+      rows.push({
+        scenario,
+        iterations: ITERATIONS,
+        p50Ms: s.p50,
+        p95Ms: s.p95,
+        meanMs: s.mean,
+        providerCallsPerRequest: calls / ITERATIONS,
+      });
       process.stderr.write(`done: ${scenario}\n`);
     };
 
@@ -226,7 +264,9 @@ async function main() {
       () => read(first.url, missKey),
       async (iteration) => {
         missKey = `miss-${iteration < 0 ? `w${-iteration}` : iteration}`;
-        await gql(first.url, CREATE_EXTRACT, { input: { key: missKey, name: 'Steps (miss)', dataSourceKey: 'reference', options: OPTIONS } });
+        await gql(first.url, CREATE_EXTRACT, {
+          input: { key: missKey, name: 'Steps (miss)', dataSourceKey: 'reference', options: OPTIONS },
+        });
       },
     );
     // (2) In-process LRU hit on the same instance.
@@ -239,7 +279,17 @@ async function main() {
     await measure('PostgreSQL cache hit (CACHE_MAX_BYTES=0)', () => read(peer.url));
     // (4) The bare provider round trip for the same identifiers.
     const client = new ProviderClient(
-      { timeoutMs: 10_000, retries: 0, backoffMs: 1, maxPages: 100, breakerFailures: 1000, breakerThreshold: 0.5, breakerWindowMs: 10_000, breakerProbeMs: 1000, breakerOpenMs: 1000 },
+      {
+        timeoutMs: 10_000,
+        retries: 0,
+        backoffMs: 1,
+        maxPages: 100,
+        breakerFailures: 1000,
+        breakerThreshold: 0.5,
+        breakerWindowMs: 10_000,
+        breakerProbeMs: 1000,
+        breakerOpenMs: 1000,
+      },
       pino({ level: 'silent' }),
     );
     const source: ProviderSource = {
@@ -253,7 +303,8 @@ async function main() {
     };
     await measure('provider round trip (ProviderClient.fetchAll)', async () => {
       const points = await client.fetchAll(source, { key: EXTRACT, options: OPTIONS }, identifiers);
-      if (points.length !== SUBJECTS * POINTS_PER_SUBJECT) throw new Error(`expected ${SUBJECTS * POINTS_PER_SUBJECT} points, got ${points.length}`);
+      if (points.length !== SUBJECTS * POINTS_PER_SUBJECT)
+        throw new Error(`expected ${SUBJECTS * POINTS_PER_SUBJECT} points, got ${points.length}`);
     });
 
     const f = (n: number) => n.toFixed(2);
@@ -262,7 +313,10 @@ async function main() {
       '',
       '| scenario | iterations | p50 ms | p95 ms | mean ms | provider calls per request |',
       '| --- | ---: | ---: | ---: | ---: | ---: |',
-      ...rows.map((r) => `| ${r.scenario} | ${r.iterations} | ${f(r.p50Ms)} | ${f(r.p95Ms)} | ${f(r.meanMs)} | ${r.providerCallsPerRequest.toFixed(2)} |`),
+      ...rows.map(
+        (r) =>
+          `| ${r.scenario} | ${r.iterations} | ${f(r.p50Ms)} | ${f(r.p95Ms)} | ${f(r.meanMs)} | ${r.providerCallsPerRequest.toFixed(2)} |`,
+      ),
     ].join('\n');
     console.log(`\n${table}\n`);
 

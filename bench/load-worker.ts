@@ -112,7 +112,8 @@ async function run(durationSec: number, measured: boolean, amount?: number): Pro
     ...(amount !== undefined ? { amount } : {}),
   };
   const instance = autocannon(opts);
-  if (measured) instance.on('response', (_client: unknown, _status: number, _bytes: number, responseTime: number) => times.push(responseTime));
+  if (measured)
+    instance.on('response', (_client: unknown, _status: number, _bytes: number, responseTime: number) => times.push(responseTime));
   // With `amount` autocannon ignores the duration: stop it at the duration ourselves.
   const timer = amount !== undefined ? setTimeout(() => instance.stop(), durationSec * 1000) : undefined;
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
@@ -130,7 +131,11 @@ async function run(durationSec: number, measured: boolean, amount?: number): Pro
  * lets each connection send its share of a second back to back at the second's start: bursts, whose
  * queueing would dominate the percentiles.
  */
-async function paced(durationSec: number, rate: number, measured: boolean): Promise<{ duration: number; statusCodes: Record<string, number>; errors: number }> {
+async function paced(
+  durationSec: number,
+  rate: number,
+  measured: boolean,
+): Promise<{ duration: number; statusCodes: Record<string, number>; errors: number }> {
   const target = new URL(spec.url);
   const agent = new http.Agent({ keepAlive: true, maxSockets: spec.connections });
   const statusCodes: Record<string, number> = {};
@@ -143,7 +148,14 @@ async function paced(durationSec: number, rate: number, measured: boolean): Prom
     inFlight++;
     const body = spec.variant ? bodyFor(spec.variant, next++) : spec.body;
     const req = http.request(
-      { host: target.hostname, port: target.port, path: spec.path, method: spec.method, agent, headers: { ...spec.headers, ...(body !== undefined ? { 'content-length': Buffer.byteLength(body) } : {}) } },
+      {
+        host: target.hostname,
+        port: target.port,
+        path: spec.path,
+        method: spec.method,
+        agent,
+        headers: { ...spec.headers, ...(body !== undefined ? { 'content-length': Buffer.byteLength(body) } : {}) },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => spec.checkGraphqlErrors && chunks.push(c));

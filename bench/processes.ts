@@ -100,12 +100,22 @@ export interface Spawned {
  * Spawns `command` pinned to `core` (taskset) in its own process group, output to `logFile`, and
  * registers its stop as a cleanup. `taskset` execs the command, so the pid is the command's.
  */
-export function spawnPinned(name: string, core: number, command: string[], opts: { env: NodeJS.ProcessEnv; cwd: string; logFile: string }): Spawned {
+export function spawnPinned(
+  name: string,
+  core: number,
+  command: string[],
+  opts: { env: NodeJS.ProcessEnv; cwd: string; logFile: string },
+): Spawned {
   // Once the cleanup has begun nothing new starts: it could outlive the harness.
   if (cleaning) throw new Error(`not starting ${name}: the bench is stopping`);
   const fd = openSync(opts.logFile, 'a');
   // detached: its own process group, so one signal reaches everything it starts (tsx spawns a child node).
-  const child = spawn('taskset', ['-c', String(core), ...command], { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', fd, fd] });
+  const child = spawn('taskset', ['-c', String(core), ...command], {
+    cwd: opts.cwd,
+    env: opts.env,
+    detached: true,
+    stdio: ['ignore', fd, fd],
+  });
   closeSync(fd);
   const pid = child.pid;
   if (pid === undefined) throw new Error(`cannot start ${name}`);

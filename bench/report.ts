@@ -138,7 +138,13 @@ export function evaluateTargets(scenarios: ScenarioResult[], halfRate: HalfRate 
     const a = p50(id);
     const b = p50('rest-list');
     const q = a !== undefined && b !== undefined && b > 0 ? a / b : undefined;
-    push(`${label} p50 ≤ ${max}× page-1 p50 (1 connection)`, q === undefined ? 'n/a' : `${f2(a)} / ${f2(b)} ms = ${f2(q)}×`, q === undefined ? undefined : q <= max, id, 'rest-list');
+    push(
+      `${label} p50 ≤ ${max}× page-1 p50 (1 connection)`,
+      q === undefined ? 'n/a' : `${f2(a)} / ${f2(b)} ms = ${f2(q)}×`,
+      q === undefined ? undefined : q <= max,
+      id,
+      'rest-list',
+    );
   };
   ratio('rest-list', 0.6, 'REST list page 1 with TotalCount');
   ratio('gql-20', 0.7, 'GraphQL 20 subjects');
@@ -152,11 +158,21 @@ export function evaluateTargets(scenarios: ScenarioResult[], halfRate: HalfRate 
   );
   relative('rest-filter', 1.5, 'Filter');
   const g100 = s('gql-100-entities');
-  push('GraphQL 100 subjects with entities ≤ 3 SQL statements', g100 ? String(g100.statementsPerRequest) : 'n/a', g100 ? g100.statementsPerRequest <= 3 : undefined, 'gql-100-entities');
+  push(
+    'GraphQL 100 subjects with entities ≤ 3 SQL statements',
+    g100 ? String(g100.statementsPerRequest) : 'n/a',
+    g100 ? g100.statementsPerRequest <= 3 : undefined,
+    'gql-100-entities',
+  );
   ratio('gql-100-entities', 0.3, 'GraphQL 100 subjects with entities');
   ratio('dp-hit', 0.5, 'Data points cache hit');
   const calls = val(s('dp-miss')?.providerCallsPerRequest);
-  push('Data points cache miss: exactly 1 provider call per request', calls === undefined ? 'n/a' : f2(calls), calls === undefined ? undefined : calls === 1, 'dp-miss');
+  push(
+    'Data points cache miss: exactly 1 provider call per request',
+    calls === undefined ? 'n/a' : f2(calls),
+    calls === undefined ? undefined : calls === 1,
+    'dp-miss',
+  );
   const hp50 = val(halfRate?.result.p50);
   const hp99 = val(halfRate?.result.p99);
   const q = hp50 !== undefined && hp99 !== undefined && hp50 > 0 ? hp99 / hp50 : undefined;
@@ -167,18 +183,30 @@ export function evaluateTargets(scenarios: ScenarioResult[], halfRate: HalfRate 
     holds: q === undefined ? undefined : q <= 5 && halfFailed === 0,
   });
   const rss = val(s('rest-list')?.service?.peakRssBytes);
-  push('Peak RSS ≤ 200 MB under list load', rss === undefined ? 'n/a' : `${(rss / 2 ** 20).toFixed(0)} MB`, rss === undefined ? undefined : rss <= 200 * 2 ** 20, 'rest-list');
+  push(
+    'Peak RSS ≤ 200 MB under list load',
+    rss === undefined ? 'n/a' : `${(rss / 2 ** 20).toFixed(0)} MB`,
+    rss === undefined ? undefined : rss <= 200 * 2 ** 20,
+    'rest-list',
+  );
   return out;
 }
 
 /** Milliseconds for a table cell; NaN (no answer in the run) is null after the JSON round trip from the load generator. */
-export const ms = (n: number | null | undefined) => (n === undefined ? '' : n === null || !Number.isFinite(n) ? 'n/a' : n < 10 ? n.toFixed(2) : n.toFixed(1));
+export const ms = (n: number | null | undefined) =>
+  n === undefined ? '' : n === null || !Number.isFinite(n) ? 'n/a' : n < 10 ? n.toFixed(2) : n.toFixed(1);
 /** A run's requests per second for a table cell. */
 export const rps = (r: LoadResult | undefined) => (r ? r.rps.toFixed(0) : '');
 const mb = (b: number | undefined) => (b === undefined ? '' : (b / 2 ** 20).toFixed(0));
 
 /** Where a run's numbers come from, for the head of its tables: machine, load, commit, label. */
-export function provenance(r: { machine: Machine; commit: string; dirty: boolean; codeChangedDuringRun?: boolean; label: string | undefined }): string {
+export function provenance(r: {
+  machine: Machine;
+  commit: string;
+  dirty: boolean;
+  codeChangedDuringRun?: boolean;
+  label: string | undefined;
+}): string {
   return (
     `node ${r.machine.node}, ${r.machine.cpus} × ${r.machine.cpuModel}, load average ${r.machine.loadAverage1m.start} → ${r.machine.loadAverage1m.end}; ` +
     `commit ${r.commit.slice(0, 7)}${r.dirty ? ' (+ uncommitted changes)' : ''}${r.codeChangedDuringRun ? ' (code changed during the run!)' : ''}` +
@@ -196,7 +224,12 @@ export function markdown(r: Omit<BenchReport, 'markdown'>): string {
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   ];
   for (const s of r.scenarios) {
-    const ratio = s.ratio === undefined ? (s.providerCallsPerRequest !== undefined ? `${s.providerCallsPerRequest.toFixed(2)} provider calls/req` : '') : `${s.ratio.toFixed(2)}× ${s.reference}`;
+    const ratio =
+      s.ratio === undefined
+        ? s.providerCallsPerRequest !== undefined
+          ? `${s.providerCallsPerRequest.toFixed(2)} provider calls/req`
+          : ''
+        : `${s.ratio.toFixed(2)}× ${s.reference}`;
     const failed = s.failures + failures(s.oneConnection);
     const b1 = s.b1 ? `${rps(s.b1)}${s.b1SameData === false ? ' (≠ data)' : ''}${failures(s.b1) ? ` ⚠ ${failures(s.b1)} failed` : ''}` : '';
     const b0 = s.b0 ? `${rps(s.b0)}${failures(s.b0) ? ` ⚠ ${failures(s.b0)} failed` : ''}` : '';
@@ -217,7 +250,11 @@ export function markdown(r: Omit<BenchReport, 'markdown'>): string {
 }
 
 /** Writes `bench/results/<date>[-<kind>][-<label>]-<database>.json`; returns the path. */
-export async function writeReport<R extends { date: string; label: string | undefined; database: string }>(dir: string, report: R, kind?: string): Promise<string> {
+export async function writeReport<R extends { date: string; label: string | undefined; database: string }>(
+  dir: string,
+  report: R,
+  kind?: string,
+): Promise<string> {
   await mkdir(dir, { recursive: true });
   const safeLabel = report.label?.replace(/[^A-Za-z0-9._-]+/g, '-');
   const file = path.join(dir, `${report.date}${kind ? `-${kind}` : ''}${safeLabel ? `-${safeLabel}` : ''}-${report.database}.json`);

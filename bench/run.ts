@@ -42,7 +42,17 @@ import {
   waitForHttp,
   workerNodePid,
 } from './processes.js';
-import { type BenchReport, type HalfRate, type Measured, type ScenarioResult, evaluateTargets, failures, machineFacts, markdown, writeReport } from './report.js';
+import {
+  type BenchReport,
+  type HalfRate,
+  type Measured,
+  type ScenarioResult,
+  evaluateTargets,
+  failures,
+  machineFacts,
+  markdown,
+  writeReport,
+} from './report.js';
 import { MISS_CHECKS, type Scenario, missCheckCursors } from './scenarios.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
 import { LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, envNumber as num, startCommand, startService, watchCode } from './service.js';
@@ -65,7 +75,11 @@ function sameData(a: string, b: string): boolean {
   const strip = (v: unknown): unknown => {
     if (Array.isArray(v)) return v.map(strip);
     if (v && typeof v === 'object') {
-      return Object.fromEntries(Object.entries(v).filter(([k]) => !/^(cursor|startcursor|endcursor)$/i.test(k)).map(([k, x]) => [k, strip(x)]));
+      return Object.fromEntries(
+        Object.entries(v)
+          .filter(([k]) => !/^(cursor|startcursor|endcursor)$/i.test(k))
+          .map(([k, x]) => [k, strip(x)]),
+      );
     }
     return v;
   };
@@ -109,9 +123,16 @@ async function main() {
     });
     seedSeconds = seeded.seconds;
     tenantId = seeded.tenantId;
-    process.stdout.write(`\rseeded ${seeded.subjects} subjects, ${seeded.entities} entities, ${seeded.users} users in ${seeded.groups} groups in ${seeded.seconds.toFixed(1)} s\n`);
+    process.stdout.write(
+      `\rseeded ${seeded.subjects} subjects, ${seeded.entities} entities, ${seeded.users} users in ${seeded.groups} groups in ${seeded.seconds.toFixed(1)} s\n`,
+    );
     log('capture (app in-process, one request per scenario after a warm-up):');
-    capture = await capturePhase(handle, recorder, { subjects: SUBJECTS, providerCalls: () => provider.stats().getDataPointsCalls, explain: EXPLAIN, log });
+    capture = await capturePhase(handle, recorder, {
+      subjects: SUBJECTS,
+      providerCalls: () => provider.stats().getDataPointsCalls,
+      explain: EXPLAIN,
+      log,
+    });
   } finally {
     await handle.close();
   }
@@ -153,7 +174,11 @@ async function main() {
     path: p,
     headers: { ...headers, ...(sc.method === 'POST' ? { 'content-type': 'application/json' } : {}) },
     // A variant's body is set per request by the load generator; baselines get its first one.
-    ...(sc.body !== undefined ? { body: sc.body } : sc.variant?.kind === 'pages' ? { body: JSON.stringify({ query: sc.variant.query, variables: { after: sc.variant.cursors[0] } }) } : {}),
+    ...(sc.body !== undefined
+      ? { body: sc.body }
+      : sc.variant?.kind === 'pages'
+        ? { body: JSON.stringify({ query: sc.variant.query, variables: { after: sc.variant.cursors[0] } }) }
+        : {}),
     connections: sc.connections ?? CONNECTIONS,
     durationSec: DURATION,
     warmupSec: WARMUP,
@@ -169,7 +194,20 @@ async function main() {
         .filter((sc) => sc.b0)
         .map((sc) => {
           const c = captured.get(sc.id)!;
-          return [sc.id, { body: c.body, ...(sc.shape ? { shape: sc.shape, pageSize: sc.pageSize ?? 20, statements: c.kept.map((s) => ({ sql: s.sql, parameters: [...s.parameters] })) } : {}), expected: expectedOf(c) }];
+          return [
+            sc.id,
+            {
+              body: c.body,
+              ...(sc.shape
+                ? {
+                    shape: sc.shape,
+                    pageSize: sc.pageSize ?? 20,
+                    statements: c.kept.map((s) => ({ sql: s.sql, parameters: [...s.parameters] })),
+                  }
+                : {}),
+              expected: expectedOf(c),
+            },
+          ];
         }),
     ),
   };
@@ -177,13 +215,24 @@ async function main() {
   await writeFile(baselineFile, JSON.stringify(baselineSpec));
   for (const mode of ['b0', 'b1'] as const) {
     const port = await freePort();
-    const env: NodeJS.ProcessEnv = { ...baseEnv(), PORT: String(port), ...(bench.databaseUrl ? { DATABASE_URL: bench.databaseUrl } : { DATA_DIR: bench.dataDir }) };
-    log(`\n${mode.toUpperCase()}: node:http${mode === 'b1' ? ` + ${bench.kind}, replaying the data statements` : ', fixed answers'} on core ${SERVER_CORE}`);
-    const proc = spawnPinned(mode, SERVER_CORE, [process.execPath, '--import', 'tsx', path.join(REPO, 'bench/baseline-server.ts'), mode, baselineFile], {
-      cwd: REPO,
-      env,
-      logFile: path.join(workDir, `${mode}.log`),
-    });
+    const env: NodeJS.ProcessEnv = {
+      ...baseEnv(),
+      PORT: String(port),
+      ...(bench.databaseUrl ? { DATABASE_URL: bench.databaseUrl } : { DATA_DIR: bench.dataDir }),
+    };
+    log(
+      `\n${mode.toUpperCase()}: node:http${mode === 'b1' ? ` + ${bench.kind}, replaying the data statements` : ', fixed answers'} on core ${SERVER_CORE}`,
+    );
+    const proc = spawnPinned(
+      mode,
+      SERVER_CORE,
+      [process.execPath, '--import', 'tsx', path.join(REPO, 'bench/baseline-server.ts'), mode, baselineFile],
+      {
+        cwd: REPO,
+        env,
+        logFile: path.join(workDir, `${mode}.log`),
+      },
+    );
     const url = `http://127.0.0.1:${port}`;
     await waitForHttp(`${url}/readyz`, proc);
     const pid = workerNodePid(proc.pid);
@@ -205,14 +254,20 @@ async function main() {
       const m: Measured = await load(specFor(sc, url, `/${sc.id}`, {}));
       m.peakRssBytes = peakRss(pid);
       r[mode] = m;
-      log(`  ${sc.id.padEnd(18)} ${m.rps.toFixed(0).padStart(7)} req/s  p50 ${m.p50} ms  p99 ${m.p99} ms${failures(m) ? `  FAILED ${failures(m)}` : ''}`);
+      log(
+        `  ${sc.id.padEnd(18)} ${m.rps.toFixed(0).padStart(7)} req/s  p50 ${m.p50} ms  p99 ${m.p99} ms${failures(m) ? `  FAILED ${failures(m)}` : ''}`,
+      );
     }
     await proc.stop();
   }
 
   // 4. The service, as `npm start` runs it.
   log(`\nservice: ${start} (taskset -c ${SERVER_CORE}, NODE_ENV=production, LOG_LEVEL=warn)`);
-  const { proc: service, url, pid: servicePid } = await startService(start, bench, { name: 'service', logFile: path.join(workDir, 'service.log') });
+  const {
+    proc: service,
+    url,
+    pid: servicePid,
+  } = await startService(start, bench, { name: 'service', logFile: path.join(workDir, 'service.log') });
   const auth = await bearer(url, TENANT_KEY, CLIENT);
 
   let halfRate: HalfRate | undefined;
@@ -236,7 +291,11 @@ async function main() {
       if (sc.variant?.kind === 'pages') {
         const c0 = provider.stats().getDataPointsCalls;
         for (const after of missCheckCursors(capture.ctx.pageCursors)) {
-          const res = await fetch(`${url}${sc.path}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ query: sc.variant.query, variables: { after } }) });
+          const res = await fetch(`${url}${sc.path}`, {
+            method: 'POST',
+            headers: { ...auth, 'content-type': 'application/json' },
+            body: JSON.stringify({ query: sc.variant.query, variables: { after } }),
+          });
           const body = await res.text();
           if (res.status !== 200 || body.includes('"errors":')) r.failures++;
         }
@@ -247,12 +306,16 @@ async function main() {
     }
     log(
       `  ${sc.id.padEnd(18)} ${m.rps.toFixed(0).padStart(7)} req/s  p50 ${m.p50} ms  p99 ${m.p99} ms  RSS ${(m.peakRssBytes / 2 ** 20).toFixed(0)} MB` +
-        (sc.countProviderCalls ? `  provider calls ${calls}${r.providerCallsPerRequest !== undefined ? ` (${r.providerCallsPerRequest.toFixed(2)} per request)` : ''}` : '') +
+        (sc.countProviderCalls
+          ? `  provider calls ${calls}${r.providerCallsPerRequest !== undefined ? ` (${r.providerCallsPerRequest.toFixed(2)} per request)` : ''}`
+          : '') +
         (failures(m) ? `  FAILED ${failures(m)} (${JSON.stringify(m.statusCodes)})` : '') +
         (m.exhausted ? '  (inputs ran out)' : ''),
     );
     if (sc.latencyRun) {
-      const one = await load(specFor(sc, url, sc.path, auth, { connections: 1, durationSec: LATENCY_DURATION, warmupSec: Math.min(WARMUP, 0.5) }));
+      const one = await load(
+        specFor(sc, url, sc.path, auth, { connections: 1, durationSec: LATENCY_DURATION, warmupSec: Math.min(WARMUP, 0.5) }),
+      );
       r.oneConnection = one;
       log(`  ${''.padEnd(18)} 1 connection: p50 ${one.p50} ms  p99 ${one.p99} ms`);
     }
@@ -310,7 +373,13 @@ async function main() {
     ...(noisyNeighbourError ? { noisyNeighbourError } : {}),
   };
   base.runtimeSeconds = Math.round((performance.now() - started) / 1000);
-  const table = markdown(base) + (noisyNeighbour ? `\n\n${noisyMarkdown(noisyNeighbour)}` : noisyNeighbourError ? `\n\nNoisy neighbour: failed: ${noisyNeighbourError}` : '');
+  const table =
+    markdown(base) +
+    (noisyNeighbour
+      ? `\n\n${noisyMarkdown(noisyNeighbour)}`
+      : noisyNeighbourError
+        ? `\n\nNoisy neighbour: failed: ${noisyNeighbourError}`
+        : '');
   console.log(`\n${table}\n`);
   const file = await writeReport(path.join(REPO, 'bench/results'), { ...base, markdown: table });
   log(`written: ${path.relative(process.cwd(), file)} (${base.runtimeSeconds} s)`);
@@ -319,7 +388,10 @@ async function main() {
 /** What the service answered that B1 takes as given (a cached TotalCount, HasPreviousPage). */
 function expectedOf(c: CapturedScenario) {
   try {
-    const body = JSON.parse(c.body) as { PageInfo?: { TotalCount?: number; HasPreviousPage?: boolean }; data?: { subjects?: { totalCount?: number } } };
+    const body = JSON.parse(c.body) as {
+      PageInfo?: { TotalCount?: number; HasPreviousPage?: boolean };
+      data?: { subjects?: { totalCount?: number } };
+    };
     const total = body.PageInfo?.TotalCount ?? body.data?.subjects?.totalCount;
     const previous = body.PageInfo?.HasPreviousPage;
     return { ...(total !== undefined ? { totalCount: total } : {}), ...(previous !== undefined ? { hasPreviousPage: previous } : {}) };

@@ -40,7 +40,8 @@ export interface Scenario {
 }
 
 /** A subject's fields in the GraphQL scenarios: ids and every custom field value with its field. */
-export const SUBJECT_FIELDS = 'subjectId externalId customFieldValues { field { key name type required isArray } values { dataType valueText } }';
+export const SUBJECT_FIELDS =
+  'subjectId externalId customFieldValues { field { key name type required isArray } values { dataType valueText } }';
 export const GQL_SUBJECTS_20 = `{ subjects(first: 20) { totalCount edges { node { ${SUBJECT_FIELDS} } } } }`;
 export const GQL_SUBJECTS_100_ENTITIES = `{ subjects(first: 100) { totalCount edges { node { ${SUBJECT_FIELDS} structuralEntities(first: 10) { edges { node { key displayName parentKey depth } } } } } } }`;
 /** 50 subjects from `after` with their 7 data points each (the extract's one page). */
@@ -73,7 +74,14 @@ export function buildScenarios(ctx: ScenarioContext): Scenario[] {
   const read = { method: 'GET' as const, graphql: false, reference: 'B1' as const, latencyRun: true, b0: true };
   const gql = (body: string) => ({ method: 'POST' as const, path: '/graphql', body: JSON.stringify({ query: body }), graphql: true });
   return [
-    { ...read, id: 'rest-list', title: 'REST subjects page 1 (First=20, TotalCount)', path: '/api/v2/subject?First=20', shape: 'restSubjectPage', pageSize: 20 },
+    {
+      ...read,
+      id: 'rest-list',
+      title: 'REST subjects page 1 (First=20, TotalCount)',
+      path: '/api/v2/subject?First=20',
+      shape: 'restSubjectPage',
+      pageSize: 20,
+    },
     {
       ...read,
       id: 'rest-deep',
@@ -82,7 +90,14 @@ export function buildScenarios(ctx: ScenarioContext): Scenario[] {
       shape: 'restSubjectPage',
       pageSize: 20,
     },
-    { ...read, id: 'rest-filter', title: 'REST subjects filter grade=42', path: `/api/v2/subject?First=20&${FILTER}`, shape: 'restSubjectPage', pageSize: 20 },
+    {
+      ...read,
+      id: 'rest-filter',
+      title: 'REST subjects filter grade=42',
+      path: `/api/v2/subject?First=20&${FILTER}`,
+      shape: 'restSubjectPage',
+      pageSize: 20,
+    },
     {
       ...read,
       id: 'rest-search',

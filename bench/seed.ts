@@ -100,7 +100,13 @@ export interface SeedSummary {
  */
 export async function seedTenant(
   db: Db,
-  opts: { subjects: number; providerUrl: string; tenantKey?: string; client?: { clientId: string; clientSecret: string }; progress?: (done: number) => void },
+  opts: {
+    subjects: number;
+    providerUrl: string;
+    tenantKey?: string;
+    client?: { clientId: string; clientSecret: string };
+    progress?: (done: number) => void;
+  },
 ): Promise<SeedSummary> {
   const t0 = performance.now();
   const tenantKey = opts.tenantKey ?? TENANT_KEY;
@@ -169,7 +175,13 @@ export async function seedTenant(
       });
       const inserted: { key: string; id: string }[] = [];
       for (let k = 0; k < rows.length; k += 1000) {
-        inserted.push(...(await trx.insertInto('structural_entity').values(rows.slice(k, k + 1000)).returning(['key', 'id']).execute()));
+        inserted.push(
+          ...(await trx
+            .insertInto('structural_entity')
+            .values(rows.slice(k, k + 1000))
+            .returning(['key', 'id'])
+            .execute()),
+        );
       }
       const byKey = new Map(inserted.map((r) => [r.key, r.id]));
       for (const r of rows) lineage.set(r.key, [...r.path, byKey.get(r.key)!]);
@@ -189,7 +201,10 @@ export async function seedTenant(
     active: u % 10 !== 9,
   }));
   await db.transaction().execute(async (trx) => {
-    await trx.insertInto('user_group').values(groups.map((g) => ({ tenant_id: tenantId, ...g }))).execute();
+    await trx
+      .insertInto('user_group')
+      .values(groups.map((g) => ({ tenant_id: tenantId, ...g })))
+      .execute();
     await trx
       .insertInto('user_group_structural_entity')
       .values(divisions.map((d, j) => ({ tenant_id: tenantId, group_key: groups[j % groups.length]!.key, structural_entity_id: d.id })))
@@ -197,7 +212,11 @@ export async function seedTenant(
     await trx.insertInto('app_user').values(users).execute();
     await trx
       .insertInto('app_user_group')
-      .values(users.flatMap((u, k) => [...new Set([k % 10, (k * 3 + 1) % 10])].map((g) => ({ tenant_id: tenantId, user_id: u.id, group_key: groups[g]!.key }))))
+      .values(
+        users.flatMap((u, k) =>
+          [...new Set([k % 10, (k * 3 + 1) % 10])].map((g) => ({ tenant_id: tenantId, user_id: u.id, group_key: groups[g]!.key })),
+        ),
+      )
       .execute();
   });
 
@@ -213,11 +232,26 @@ export async function seedTenant(
     await db.transaction().execute(async (trx) => {
       const inserted = await trx.insertInto('subject').values(subjects).returning(['id', 'values']).execute();
       // Searchable: String fields and the ExternalId field (as the service's writeSubjectValues).
-      const rows = inserted.flatMap((s) => valueRows(tenantId, s.id, config.fields, s.values, (f) => f.dataType === 'String' || f.key === config.externalIdKey, config.externalIdKey));
-      for (let k = 0; k < rows.length; k += 5000) await trx.insertInto('subject_value').values(rows.slice(k, k + 5000)).execute();
+      const rows = inserted.flatMap((s) =>
+        valueRows(
+          tenantId,
+          s.id,
+          config.fields,
+          s.values,
+          (f) => f.dataType === 'String' || f.key === config.externalIdKey,
+          config.externalIdKey,
+        ),
+      );
+      for (let k = 0; k < rows.length; k += 5000)
+        await trx
+          .insertInto('subject_value')
+          .values(rows.slice(k, k + 5000))
+          .execute();
       await trx
         .insertInto('subject_location')
-        .values(inserted.map((s, j) => ({ tenant_id: tenantId, subject_id: s.id, structural_entity_id: teams[(start + j) % teams.length]!.id })))
+        .values(
+          inserted.map((s, j) => ({ tenant_id: tenantId, subject_id: s.id, structural_entity_id: teams[(start + j) % teams.length]!.id })),
+        )
         .execute();
     });
     opts.progress?.(start + subjects.length);
@@ -226,5 +260,12 @@ export async function seedTenant(
   // skip the heap), so autovacuum does not start on the fresh rows in the middle of a measurement.
   await sql`VACUUM ANALYZE`.execute(db);
   const entities = LEVELS.reduce((n, l) => n + l.count, 0);
-  return { tenantId, subjects: opts.subjects, entities, users: users.length, groups: groups.length, seconds: (performance.now() - t0) / 1000 };
+  return {
+    tenantId,
+    subjects: opts.subjects,
+    entities,
+    users: users.length,
+    groups: groups.length,
+    seconds: (performance.now() - t0) / 1000,
+  };
 }

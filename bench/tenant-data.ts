@@ -12,7 +12,21 @@ export const POINTS_PER_SUBJECT = 7;
 
 export const FIRST_NAMES = ['John', 'Mary', 'Ahmed', 'Li', 'Olga', 'Pedro', 'Aiko', 'Fatima', 'Lars', 'Noor'];
 export const LAST_NAMES = ['Carpenter', 'Smith', 'Okafor', 'Nguyen', 'Ivanova', 'Garcia', 'Tanaka', 'Haddad', 'Berg', 'Khan'];
-const SKILLS = ['sql', 'negotiation', 'welding', 'first-aid', 'forklift', 'excel', 'python', 'spanish', 'accounting', 'driving', 'sales', 'coaching', 'safety'];
+const SKILLS = [
+  'sql',
+  'negotiation',
+  'welding',
+  'first-aid',
+  'forklift',
+  'excel',
+  'python',
+  'spanish',
+  'accounting',
+  'driving',
+  'sales',
+  'coaching',
+  'safety',
+];
 
 /**
  * The entity tree: 2,000 entities over 4 levels. Level 1 has 2 companies with 20 divisions each, so a
@@ -60,4 +74,3 @@ export function sentSubjectValues(i: number): { Key: string; Value: unknown }[] 
     { Key: 'skills', Value: (v['skills'] as string[]).map((s) => one('String', s)) },
   ];
 }
-

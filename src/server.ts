@@ -29,7 +29,9 @@ interface DemoClient {
 
 /** The demo's API client from the bundled file, if the demo tenant holds it with that secret still. */
 async function demoClient(db: Db): Promise<DemoClient | undefined> {
-  const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as { tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[] };
+  const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as {
+    tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[];
+  };
   const t = file.tenants[0]!;
   const client = t.clients.find((c) => c.scopes.includes('ServiceApi'))!;
   const stored = await findClientByTenantKey(db, t.key, client.clientId);
@@ -39,18 +41,26 @@ async function demoClient(db: Db): Promise<DemoClient | undefined> {
 
 /** Upserts the demo subjects through the same service as the API. */
 async function seedDemo(db: Db): Promise<void> {
-  const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as { tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[] };
+  const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as {
+    tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[];
+  };
   const t = file.tenants[0]!;
   const client = t.clients.find((c) => c.scopes.includes('ServiceApi'))!;
   // The demo's API client, as the file just applied stored it (every scope and permission).
   const principal = await clientPrincipal(db, t.key, client.clientId);
   if (!principal) throw new Error(`The demo tenant has no client '${client.clientId}'.`);
-  const subjects = JSON.parse(await readFile(DEMO_SUBJECTS, 'utf8')) as { CustomFieldValues: { Key: string; Value: unknown }[]; StructuralEntityKeys: string[] }[];
+  const subjects = JSON.parse(await readFile(DEMO_SUBJECTS, 'utf8')) as {
+    CustomFieldValues: { Key: string; Value: unknown }[];
+    StructuralEntityKeys: string[];
+  }[];
   for (const s of subjects) {
-    await upsertSubject({ db, principal }, {
-      customFieldValues: s.CustomFieldValues.map((v) => ({ key: v.Key, value: v.Value })),
-      structuralEntityKeys: s.StructuralEntityKeys,
-    });
+    await upsertSubject(
+      { db, principal },
+      {
+        customFieldValues: s.CustomFieldValues.map((v) => ({ key: v.Key, value: v.Value })),
+        structuralEntityKeys: s.StructuralEntityKeys,
+      },
+    );
   }
 }
 
@@ -68,7 +78,10 @@ async function startDemoProvider(db: Db, logger: Logger): Promise<RunningProvide
     logger.info({ url: running.url }, 'reference data provider started for the demo tenant');
     return running;
   } catch (e) {
-    logger.warn({ err: (e as Error).message }, `reference data provider not started: ${at.host} is taken (the demo's data points come from whatever listens there)`);
+    logger.warn(
+      { err: (e as Error).message },
+      `reference data provider not started: ${at.host} is taken (the demo's data points come from whatever listens there)`,
+    );
     return undefined;
   }
 }

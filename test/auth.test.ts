@@ -13,7 +13,16 @@ import {
 } from 'jose';
 import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, type ApiResponse, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp, expectProblem } from './helpers.js';
+import {
+  ApiClient,
+  type ApiResponse,
+  FULL_CLIENT,
+  type TestApp,
+  type TestTenant,
+  createTenant,
+  startApp,
+  expectProblem,
+} from './helpers.js';
 
 // Authentication and permissions (D4), tenant isolation (D2), error bodies (D5), through real HTTP only.
 
@@ -30,7 +39,8 @@ afterAll(() => app?.close());
 const formEncode = (s: string) => encodeURIComponent(s).replace(/%20/g, '+');
 
 /** RFC 6749 §2.3.1: HTTP Basic with the form-encoded client id and secret. */
-const basicAuth = (id: string, secret: string) => `Basic ${Buffer.from(`${formEncode(id)}:${formEncode(secret)}`, 'utf8').toString('base64')}`;
+const basicAuth = (id: string, secret: string) =>
+  `Basic ${Buffer.from(`${formEncode(id)}:${formEncode(secret)}`, 'utf8').toString('base64')}`;
 
 interface TokenResponse {
   status: number;
@@ -105,7 +115,16 @@ async function activeKey(): Promise<{ kid: string; privateJwk: JWK; publicJwk: J
 /** Claims as our token endpoint issues them, valid for ten minutes. */
 function claims(tenantKey: string, overrides: JWTPayload = {}): JWTPayload {
   const now = nowSeconds();
-  return { iss: app.url, sub: FULL_CLIENT.clientId, tenant: tenantKey, scope: 'ServiceApi', iat: now, exp: now + 600, jti: randomUUID(), ...overrides };
+  return {
+    iss: app.url,
+    sub: FULL_CLIENT.clientId,
+    tenant: tenantKey,
+    scope: 'ServiceApi',
+    iat: now,
+    exp: now + 600,
+    jti: randomUUID(),
+    ...overrides,
+  };
 }
 
 /** Signs `payload` with the service's own active key (as the token endpoint would). */
@@ -123,7 +142,9 @@ const ALL_ENTITIES_QUERY = '{ structuralEntities { totalCount edges { node { key
 
 /** Global id of a structural entity, as the service itself reports it. */
 async function globalId(api: ApiClient, key: string): Promise<string> {
-  const r = await api.gql<{ structuralEntity: { id: string } | null }>('query($key: String!) { structuralEntity(key: $key) { id } }', { key });
+  const r = await api.gql<{ structuralEntity: { id: string } | null }>('query($key: String!) { structuralEntity(key: $key) { id } }', {
+    key,
+  });
   expect(r.status).toBe(200);
   expect(r.body.errors).toBeUndefined();
   const id = r.body.data?.structuralEntity?.id;
@@ -227,12 +248,14 @@ describe('token endpoint (D4)', () => {
     expect(res.body.scope.split(' ').sort()).toEqual([...FULL_CLIENT.scopes].sort());
     expect(String(decodeJwt(res.body.access_token).scope).split(' ').sort()).toEqual([...FULL_CLIENT.scopes].sort());
 
-    const provider = await tokenRequest(formFields({ scope: undefined, client_id: PROVIDER.clientId, client_secret: PROVIDER.clientSecret }));
+    const provider = await tokenRequest(
+      formFields({ scope: undefined, client_id: PROVIDER.clientId, client_secret: PROVIDER.clientSecret }),
+    );
     expect(provider.status).toBe(200);
     expect(provider.body.scope).toBe('ServiceDataProviderApi');
   });
 
-  it('grants exactly the requested scopes when they are a subset of the client\'s', async () => {
+  it("grants exactly the requested scopes when they are a subset of the client's", async () => {
     const res = await tokenRequest(formFields({ scope: 'ServiceDataProviderApi' }));
     expect(res.status).toBe(200);
     expect(res.body.scope).toBe('ServiceDataProviderApi');
@@ -343,7 +366,9 @@ describe('token endpoint (D4)', () => {
 
   describe('400 invalid_scope', () => {
     it('for a scope the client is not configured for', async () => {
-      const res = await tokenRequest(formFields({ client_id: PROVIDER.clientId, client_secret: PROVIDER.clientSecret, scope: 'ServiceApi' }));
+      const res = await tokenRequest(
+        formFields({ client_id: PROVIDER.clientId, client_secret: PROVIDER.clientSecret, scope: 'ServiceApi' }),
+      );
       expectOAuthError(res, 400, 'invalid_scope');
     });
     it('for an unknown scope', async () => {
@@ -467,7 +492,15 @@ describe('discovery documents (D4)', () => {
     expect(Array.isArray(res.body.keys)).toBe(true);
     expect(res.body.keys.length).toBeGreaterThan(0);
     for (const k of res.body.keys) {
-      expect(k).toMatchObject({ kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig', kid: expect.any(String), x: expect.any(String), y: expect.any(String) });
+      expect(k).toMatchObject({
+        kty: 'EC',
+        crv: 'P-256',
+        alg: 'ES256',
+        use: 'sig',
+        kid: expect.any(String),
+        x: expect.any(String),
+        y: expect.any(String),
+      });
       // Never the private part.
       expect(k).not.toHaveProperty('d');
     }
@@ -546,7 +579,9 @@ describe('resource server: 401 (D4)', () => {
         'a token signed by another key under the active kid',
         async () => {
           const { privateKey } = await generateKeyPair('ES256');
-          return new SignJWT(claims(tenant.key)).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: (await activeKey()).kid }).sign(privateKey);
+          return new SignJWT(claims(tenant.key))
+            .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: (await activeKey()).kid })
+            .sign(privateKey);
         },
       ],
       [
@@ -655,11 +690,26 @@ describe('scopes and permissions (D4)', () => {
   const CREATOR = client('creator', ['ServiceApi'], ['Create:StructuralEntity', 'View:StructuralEntity', 'List:StructuralEntity']);
   const EDITOR = client('editor', ['ServiceApi'], ['Edit:StructuralEntity', 'View:StructuralEntity', 'List:StructuralEntity']);
   // Every permission except the structural-entity ones.
-  const OTHERS = client('others', ['ServiceApi'], [
-    'List:Subject', 'View:Subject', 'Edit:Subject', 'Create:Subject', 'Create:SubjectLocation', 'Delete:SubjectLocation',
-    'View:SubjectAccessInvite', 'Create:SubjectAccessInvite', 'Delete:SubjectAccessInvite', 'List:User',
-    'Refresh:DataSet', 'View:DataExtract', 'Create:DataExtract', 'Edit:DataExtract',
-  ]);
+  const OTHERS = client(
+    'others',
+    ['ServiceApi'],
+    [
+      'List:Subject',
+      'View:Subject',
+      'Edit:Subject',
+      'Create:Subject',
+      'Create:SubjectLocation',
+      'Delete:SubjectLocation',
+      'View:SubjectAccessInvite',
+      'Create:SubjectAccessInvite',
+      'Delete:SubjectAccessInvite',
+      'List:User',
+      'Refresh:DataSet',
+      'View:DataExtract',
+      'Create:DataExtract',
+      'Edit:DataExtract',
+    ],
+  );
   const as = async (c: { clientId: string; clientSecret: string }, scope?: string) =>
     tenant.client({ clientId: c.clientId, clientSecret: c.clientSecret, ...(scope ? { scope } : {}) });
 
@@ -778,7 +828,9 @@ describe('scopes and permissions (D4)', () => {
     };
 
     it('structuralEntities needs List:StructuralEntity; structuralEntity(key) in the same query is answered', async () => {
-      const res = await (await as(VIEWER)).gql('{ structuralEntities { totalCount } structuralEntity(key: "perm-root") { key displayName } }');
+      const res = await (
+        await as(VIEWER)
+      ).gql('{ structuralEntities { totalCount } structuralEntity(key: "perm-root") { key displayName } }');
       expect(res.status).toBe(200);
       expect(res.body.data).toEqual({ structuralEntities: null, structuralEntity: { key: 'perm-root', displayName: 'Permission root' } });
       forbiddenAt(res.body.errors, ['structuralEntities']);
@@ -825,7 +877,9 @@ describe('scopes and permissions (D4)', () => {
 
     it('nodes(ids) of StructuralEntities needs View:StructuralEntity', async () => {
       const id = await globalId(full, 'perm-root');
-      const denied = await (await as(LISTER)).gql('query($ids: [ID!]!) { nodes(ids: $ids) { id } structuralEntities { totalCount } }', { ids: [id] });
+      const denied = await (
+        await as(LISTER)
+      ).gql('query($ids: [ID!]!) { nodes(ids: $ids) { id } structuralEntities { totalCount } }', { ids: [id] });
       expect(denied.status).toBe(200);
       expect(denied.body.data?.structuralEntities).toEqual({ totalCount: await entityCount() });
       expect(denied.body.errors?.map((e: GqlError) => e.extensions?.['code'])).toContain('FORBIDDEN');
@@ -850,7 +904,10 @@ describe('scopes and permissions (D4)', () => {
 
       const creatorCreate = await (await as(CREATOR)).gql(mutation, { input: create });
       expect(creatorCreate.body.errors).toBeUndefined();
-      expect(creatorCreate.body.data?.upsertStructuralEntity).toEqual({ created: true, structuralEntity: { key: 'perm-gql-new', displayName: 'GraphQL new' } });
+      expect(creatorCreate.body.data?.upsertStructuralEntity).toEqual({
+        created: true,
+        structuralEntity: { key: 'perm-gql-new', displayName: 'GraphQL new' },
+      });
 
       const update = { key: 'perm-gql-new', displayName: 'GraphQL renamed' };
       const creatorUpdate = await (await as(CREATOR)).gql(mutation, { input: update });
@@ -861,7 +918,10 @@ describe('scopes and permissions (D4)', () => {
 
       const editorUpdate = await (await as(EDITOR)).gql(mutation, { input: update });
       expect(editorUpdate.body.errors).toBeUndefined();
-      expect(editorUpdate.body.data?.upsertStructuralEntity).toEqual({ created: false, structuralEntity: { key: 'perm-gql-new', displayName: 'GraphQL renamed' } });
+      expect(editorUpdate.body.data?.upsertStructuralEntity).toEqual({
+        created: false,
+        structuralEntity: { key: 'perm-gql-new', displayName: 'GraphQL renamed' },
+      });
     });
   });
 });
@@ -901,7 +961,7 @@ describe('tenant isolation (D2)', () => {
     expect(search.body.Edges.map((e: any) => e.Node.Key)).toEqual(['alpha-dept', 'alpha-hq']);
   });
 
-  it('B gets 404 for A\'s key over REST, exactly as for an unknown key', async () => {
+  it("B gets 404 for A's key over REST, exactly as for an unknown key", async () => {
     const foreign = await b.get('/api/v1/structuralEntity/alpha-dept');
     const unknown = await b.get('/api/v1/structuralEntity/no-such-key-anywhere');
     expectProblem(foreign, 404);
@@ -909,14 +969,14 @@ describe('tenant isolation (D2)', () => {
     expect(withoutTrace(foreign.body)).toEqual(withoutTrace(unknown.body));
   });
 
-  it('B gets null for A\'s key over GraphQL structuralEntity(key)', async () => {
+  it("B gets null for A's key over GraphQL structuralEntity(key)", async () => {
     const res = await b.gql('{ structuralEntity(key: "alpha-dept") { key displayName } }');
     expect(res.status).toBe(200);
     expect(res.body.errors).toBeUndefined();
     expect(res.body.data).toEqual({ structuralEntity: null });
   });
 
-  it('B gets null for the global id of A\'s entity over node(id) and nodes(ids)', async () => {
+  it("B gets null for the global id of A's entity over node(id) and nodes(ids)", async () => {
     const id = await globalId(a, 'alpha-dept');
     const node = await b.gql('query($id: ID!) { node(id: $id) { id ... on StructuralEntity { key displayName } } }', { id });
     expect(node.status).toBe(200);
@@ -933,7 +993,7 @@ describe('tenant isolation (D2)', () => {
     expect(own.body.data).toEqual({ node: { key: 'alpha-dept' } });
   });
 
-  it('B never sees A\'s entities in lists', async () => {
+  it("B never sees A's entities in lists", async () => {
     const list = await b.get('/api/v1/structuralEntity');
     expect(list.status).toBe(200);
     expect(list.body.Edges.map((e: any) => e.Node.Key)).toEqual(['bravo-hq']);
@@ -943,8 +1003,14 @@ describe('tenant isolation (D2)', () => {
     expect(gql.body.data?.structuralEntities).toEqual({ totalCount: 1, edges: [{ node: { key: 'bravo-hq' } }] });
   });
 
-  it('B never sees A\'s entities in lists with a SearchTerm or a filter naming A\'s data', async () => {
-    for (const q of ['SearchTerm=Confidential', 'SearchTerm=alpha', 'SearchTerm=Alpha%20Confidentail', 'ParentKey=alpha-hq', 'StructureTypeKey=department']) {
+  it("B never sees A's entities in lists with a SearchTerm or a filter naming A's data", async () => {
+    for (const q of [
+      'SearchTerm=Confidential',
+      'SearchTerm=alpha',
+      'SearchTerm=Alpha%20Confidentail',
+      'ParentKey=alpha-hq',
+      'StructureTypeKey=department',
+    ]) {
       const res = await b.get(`/api/v1/structuralEntity?${q}`);
       expect({ q, status: res.status, keys: res.body.Edges.map((e: any) => e.Node.Key), total: res.body.PageInfo.TotalCount }).toEqual({
         q,
@@ -957,26 +1023,54 @@ describe('tenant isolation (D2)', () => {
     expect(gql.body.data?.structuralEntities).toEqual({ totalCount: 0, edges: [] });
   });
 
-  it('B cannot hang its entity under A\'s entity: A\'s key is an unknown parent', async () => {
-    const foreign = await b.put('/api/v1/structuralEntity', { Key: 'bravo-child', DisplayName: 'Child', StructureTypeKey: 'department', ParentKey: 'alpha-hq' });
-    const unknown = await b.put('/api/v1/structuralEntity', { Key: 'bravo-child', DisplayName: 'Child', StructureTypeKey: 'department', ParentKey: 'no-such-parent' });
+  it("B cannot hang its entity under A's entity: A's key is an unknown parent", async () => {
+    const foreign = await b.put('/api/v1/structuralEntity', {
+      Key: 'bravo-child',
+      DisplayName: 'Child',
+      StructureTypeKey: 'department',
+      ParentKey: 'alpha-hq',
+    });
+    const unknown = await b.put('/api/v1/structuralEntity', {
+      Key: 'bravo-child',
+      DisplayName: 'Child',
+      StructureTypeKey: 'department',
+      ParentKey: 'no-such-parent',
+    });
     expectProblem(foreign, 400);
     expectProblem(unknown, 400);
-    expect(JSON.stringify(withoutTrace(foreign.body))).toEqual(JSON.stringify(withoutTrace(unknown.body)).replace('no-such-parent', 'alpha-hq'));
+    expect(JSON.stringify(withoutTrace(foreign.body))).toEqual(
+      JSON.stringify(withoutTrace(unknown.body)).replace('no-such-parent', 'alpha-hq'),
+    );
     expect((await b.get('/api/v1/structuralEntity/bravo-child')).status).toBe(404);
   });
 
-  it('B upserting A\'s key creates B\'s own entity and leaves A\'s untouched', async () => {
-    const created = await b.put('/api/v1/structuralEntity', { Key: 'shared-key', DisplayName: 'Shared key of B', StructureTypeKey: 'company' });
+  it("B upserting A's key creates B's own entity and leaves A's untouched", async () => {
+    const created = await b.put('/api/v1/structuralEntity', {
+      Key: 'shared-key',
+      DisplayName: 'Shared key of B',
+      StructureTypeKey: 'company',
+    });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ Key: 'shared-key', DisplayName: 'Shared key of B', ParentKey: null, Depth: 1, StructureType: { Key: 'company' } });
+    expect(created.body).toMatchObject({
+      Key: 'shared-key',
+      DisplayName: 'Shared key of B',
+      ParentKey: null,
+      Depth: 1,
+      StructureType: { Key: 'company' },
+    });
 
     const mine = await b.get('/api/v1/structuralEntity/shared-key');
     expect(mine.body).toMatchObject({ Key: 'shared-key', DisplayName: 'Shared key of B', ParentKey: null });
 
     const theirs = await a.get('/api/v1/structuralEntity/shared-key');
     expect(theirs.status).toBe(200);
-    expect(theirs.body).toMatchObject({ Key: 'shared-key', DisplayName: 'Shared key of A', ParentKey: 'alpha-hq', Depth: 2, StructureType: { Key: 'department' } });
+    expect(theirs.body).toMatchObject({
+      Key: 'shared-key',
+      DisplayName: 'Shared key of A',
+      ParentKey: 'alpha-hq',
+      Depth: 2,
+      StructureType: { Key: 'department' },
+    });
 
     // A second upsert by B updates B's entity, still not A's.
     const updated = await b.put('/api/v1/structuralEntity', { Key: 'shared-key', DisplayName: 'Shared key of B, renamed' });

@@ -1,7 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiClient, type ApiResponse, type TestApp, createTenant, expectProblem, expectValidation, startApp } from './helpers.js';
-import { type DataTenant, FakeProvider, PROVIDER_CLIENT, PROVIDER_CLIENT_2, SUBJECTS_WITH_POINTS, createDataTenant, eventually } from './fake-provider.js';
+import {
+  type DataTenant,
+  FakeProvider,
+  PROVIDER_CLIENT,
+  PROVIDER_CLIENT_2,
+  SUBJECTS_WITH_POINTS,
+  createDataTenant,
+  eventually,
+} from './fake-provider.js';
 
 // Change notifications from data providers (D4 who may send them, D10 what they do to the cache),
 // refresh of a data set, extract management over GraphQL and tenant isolation (D2): through real HTTP
@@ -92,7 +100,11 @@ const idsOf = (pts: ReadPoint[] | undefined) => (pts ?? []).map((p) => p.id);
 const valuesOf = (pts: ReadPoint[] | undefined) => (pts ?? []).map((p) => p.value);
 
 /** The subject identifiers the provider was asked for in fetches of `extract` after the first `from` ones. */
-const fetchedSince = (p: FakeProvider, extract: string, from: number) => p.fetches(extract).slice(from).flatMap((c) => c.body.SubjectIdentifiers as string[]);
+const fetchedSince = (p: FakeProvider, extract: string, from: number) =>
+  p
+    .fetches(extract)
+    .slice(from)
+    .flatMap((c) => c.body.SubjectIdentifiers as string[]);
 
 /** One data point as a provider reports it. */
 function point(id: string, subject: string, value: unknown = 1, dataType = 'Integer') {
@@ -134,7 +146,10 @@ function gqlErrorAt(res: ApiResponse<{ data?: any; errors?: GqlError[] }>, path:
   expect(res.status).toBe(200);
   expect(res.body.errors, JSON.stringify(res.body)).toBeDefined();
   const match = res.body.errors!.filter((e) => JSON.stringify(e.path) === JSON.stringify(path));
-  expect(match.map((e) => e.extensions?.['code']), JSON.stringify(res.body.errors)).toEqual([code]);
+  expect(
+    match.map((e) => e.extensions?.['code']),
+    JSON.stringify(res.body.errors),
+  ).toEqual([code]);
   return match[0]!;
 }
 
@@ -187,7 +202,11 @@ describe('D4: only inbound clients of a data source may report data changes', ()
     const change = `mutation($input: DataChangeInput!) { reportDataChange(input: $input) { flaggedDataExtractKeys } }`;
     const removal = `mutation($input: DataRemovalInput!) { reportDataRemoval(input: $input) { flaggedDataExtractKeys } }`;
     const changeInput = { subjectIdentifier: 'E-01', dataExtractsOptionsValuesFilter: { metric: 'steps' } };
-    const removalInput = { subjectIdentifier: 'E-01', removedDataPointIdentifiers: ['E-01-9'], dataExtractsOptionsValuesFilter: { metric: 'heartRate' } };
+    const removalInput = {
+      subjectIdentifier: 'E-01',
+      removedDataPointIdentifiers: ['E-01-9'],
+      dataExtractsOptionsValuesFilter: { metric: 'heartRate' },
+    };
 
     const inbound = await t.tenant.client(PROVIDER_2);
     const a = await inbound.gql(change, { input: changeInput });
@@ -216,12 +235,18 @@ describe('D10: the body of a change notification', () => {
   for (const ep of ENDPOINTS) {
     describe(ep.name, () => {
       it('a body that is not JSON: 400', async () => {
-        const res = await t.provider.request('POST', ep.path, { raw: '{"SubjectIdentifier": "E-01",', headers: { 'content-type': 'application/json' } });
+        const res = await t.provider.request('POST', ep.path, {
+          raw: '{"SubjectIdentifier": "E-01",',
+          headers: { 'content-type': 'application/json' },
+        });
         expectProblem(res, 400);
       });
 
       it('a body that is not application/json: 415', async () => {
-        const res = await t.provider.request('POST', ep.path, { raw: JSON.stringify(ep.body()), headers: { 'content-type': 'text/plain' } });
+        const res = await t.provider.request('POST', ep.path, {
+          raw: JSON.stringify(ep.body()),
+          headers: { 'content-type': 'text/plain' },
+        });
         expectProblem(res, 415);
       });
 
@@ -247,7 +272,7 @@ describe('D10: the body of a change notification', () => {
     });
   }
 
-  it('a data point whose SubjectIdentifier is not the request\'s: 400 naming NewOrUpdatedDataPoints[0].SubjectIdentifier', async () => {
+  it("a data point whose SubjectIdentifier is not the request's: 400 naming NewOrUpdatedDataPoints[0].SubjectIdentifier", async () => {
     const res = await t.provider.post(CHANGE, changeBody('E-01', { NewOrUpdatedDataPoints: [point('E-02-1', 'E-02', 3)] }));
     expectValidation(res, 'NewOrUpdatedDataPoints[0].SubjectIdentifier');
   });
@@ -259,7 +284,11 @@ describe('D10: the body of a change notification', () => {
 
   it('the location names the failing point and item, not the first ones', async () => {
     const good = point('E-01-1', 'E-01', 3);
-    const bad = { Id: 'E-01-2', SubjectIdentifier: 'E-01', DataPointItems: [good.DataPointItems[0], { Key: 'day', Value: { DataType: 'Date', Value: '2026-13-45' } }] };
+    const bad = {
+      Id: 'E-01-2',
+      SubjectIdentifier: 'E-01',
+      DataPointItems: [good.DataPointItems[0], { Key: 'day', Value: { DataType: 'Date', Value: '2026-13-45' } }],
+    };
     const res = await t.provider.post(CHANGE, changeBody('E-01', { NewOrUpdatedDataPoints: [good, bad] }));
     const body = expectValidation(res, 'NewOrUpdatedDataPoints[1].DataPointItems[1].Value.Value');
     expect(Object.keys(body.errors!)).toEqual(['NewOrUpdatedDataPoints[1].DataPointItems[1].Value.Value']);
@@ -289,11 +318,30 @@ describe('D10: the body of a change notification', () => {
     const removeE012 = removalBody('E-01', { RemovedDataPointIdentifiers: ['E-01-2'] });
     const rejected: [string, number, Promise<ApiResponse>][] = [
       // 400: one good point and one bad one, both for a known subject, matching every extract.
-      ['change, bad second point', 400, t.provider.post(CHANGE, changeBody('E-01', { NewOrUpdatedDataPoints: [valid, point('E-01-2', 'E-01', 'x')] }))],
-      ['change, foreign point', 400, t.provider.post(CHANGE, changeBody('E-01', { NewOrUpdatedDataPoints: [valid, point('E-02-1', 'E-02', 1)] }))],
+      [
+        'change, bad second point',
+        400,
+        t.provider.post(CHANGE, changeBody('E-01', { NewOrUpdatedDataPoints: [valid, point('E-01-2', 'E-01', 'x')] })),
+      ],
+      [
+        'change, foreign point',
+        400,
+        t.provider.post(CHANGE, changeBody('E-01', { NewOrUpdatedDataPoints: [valid, point('E-02-1', 'E-02', 1)] })),
+      ],
       ['removal, empty identifier', 400, t.provider.post(REMOVAL, removalBody('E-01', { RemovedDataPointIdentifiers: ['E-01-2', ''] }))],
-      ['removal, not JSON', 400, t.provider.request('POST', REMOVAL, { raw: JSON.stringify(removeE012).slice(0, -1), headers: { 'content-type': 'application/json' } })],
-      ['removal, text/plain', 415, t.provider.request('POST', REMOVAL, { raw: JSON.stringify(removeE012), headers: { 'content-type': 'text/plain' } })],
+      [
+        'removal, not JSON',
+        400,
+        t.provider.request('POST', REMOVAL, {
+          raw: JSON.stringify(removeE012).slice(0, -1),
+          headers: { 'content-type': 'application/json' },
+        }),
+      ],
+      [
+        'removal, text/plain',
+        415,
+        t.provider.request('POST', REMOVAL, { raw: JSON.stringify(removeE012), headers: { 'content-type': 'text/plain' } }),
+      ],
       // 403 (D4): not inbound clients.
       ['removal by reader', 403, reader.post(REMOVAL, removeE012)],
       ['removal by full', 403, full.post(REMOVAL, removeE012)],
@@ -412,7 +460,7 @@ describe('D10: a change notification is never answered with the old data', () =>
     expect(fetchedSince(p, 'steps', mark)).not.toContain('E-02');
   });
 
-  it('the notified subject\'s other extracts not matching the filter stay cached', async () => {
+  it("the notified subject's other extracts not matching the filter stay cached", async () => {
     await read(t.api, 'hr', 3);
     const hr = p.fetches('hr').length;
     p.version = 2;
@@ -429,7 +477,10 @@ describe('D10: a change notification is never answered with the old data', () =>
   // D10: the fetch begun before the notification may hold old data: it must not be stored as fresh.
   it('a notification while a fetch of that subject is in flight: the next read does not get the in-flight answer', async () => {
     // E-04 is not cached. Its fetch takes two pages; the second one is held until the notification is in.
-    await settled(t, p, [['steps', 3], ['hr', 3]]);
+    await settled(t, p, [
+      ['steps', 3],
+      ['hr', 3],
+    ]);
     const mark = p.calls.length;
     p.faults = [{ delayMs: 0 }, { delayMs: 500 }];
     const pending = readOne(t, 'steps', 'E-04');
@@ -485,17 +536,25 @@ describe('D10: removal', () => {
     expect(idsOf((await read(t.api, 'steps', 1)).points['E-01'])).toEqual(['E-01-1', 'E-01-2', 'E-01-3']);
   });
 
-  it('a removal restricted by the filter leaves the other extract\'s point in place', async () => {
+  it("a removal restricted by the filter leaves the other extract's point in place", async () => {
     await read(t.api, 'steps', 2);
     await read(t.api, 'hr', 2);
-    const res = await t.provider.post(REMOVAL, { SubjectIdentifier: 'E-02', DataExtractsOptionsValuesFilter: { metric: 'heartRate' }, RemovedDataPointIdentifiers: ['E-02-1'] });
+    const res = await t.provider.post(REMOVAL, {
+      SubjectIdentifier: 'E-02',
+      DataExtractsOptionsValuesFilter: { metric: 'heartRate' },
+      RemovedDataPointIdentifiers: ['E-02-1'],
+    });
     expect(res.body).toEqual({ FlaggedDataExtractKeys: ['hr'] });
     expect(idsOf((await read(t.api, 'hr', 2)).points['E-02'])).toEqual(['E-02-2', 'E-02-3']);
     expect(idsOf((await read(t.api, 'steps', 2)).points['E-02'])).toEqual(['E-02-1', 'E-02-2', 'E-02-3']);
   });
 
   it('a removal for a subject nothing is cached for yet still hides the id on its first read', async () => {
-    const res = await t.provider.post(REMOVAL, { SubjectIdentifier: 'E-03', DataExtractsOptionsValuesFilter: { metric: 'steps' }, RemovedDataPointIdentifiers: ['E-03-3'] });
+    const res = await t.provider.post(REMOVAL, {
+      SubjectIdentifier: 'E-03',
+      DataExtractsOptionsValuesFilter: { metric: 'steps' },
+      RemovedDataPointIdentifiers: ['E-03-3'],
+    });
     expect(res.body).toEqual({ FlaggedDataExtractKeys: ['steps'] });
     const r = await read(t.api, 'steps', 3);
     expect(idsOf(r.points['E-03'])).toEqual(['E-03-1', 'E-03-2']);
@@ -570,7 +629,10 @@ describe('D10: refresh data set', () => {
   // D10: as for a change notification, an answer begun before the refresh is not kept as fresh after it.
   it('a refresh while a first fetch is in flight: a later read does not get the answer begun before the refresh', async () => {
     // E-05's steps are not cached; its fetch takes two pages and the second is held until the refresh is in.
-    await settled(t, p, [['steps', 3], ['hr', 5]]);
+    await settled(t, p, [
+      ['steps', 3],
+      ['hr', 5],
+    ]);
     const mark = p.calls.length;
     p.faults = [{ delayMs: 0 }, { delayMs: 500 }];
     const pending = readOne(t, 'steps', 'E-05');
@@ -629,19 +691,30 @@ describe('data extract management over GraphQL', () => {
   it('a created extract is readable through dataExtract(key) and dataExtracts, and serves data points', async () => {
     const options = { metric: 'sleep', period: { days: 7 }, granularity: 'night' };
     const r = await t.api.gql(CREATE, { input: { key: 'sleep', name: 'Sleep', dataSourceKey: 'wearables', options } });
-    expect(r.body).toEqual({ data: { createDataExtract: { dataExtract: { key: 'sleep', name: 'Sleep', options, dataSource: { key: 'wearables' } } } } });
+    expect(r.body).toEqual({
+      data: { createDataExtract: { dataExtract: { key: 'sleep', name: 'Sleep', options, dataSource: { key: 'wearables' } } } },
+    });
 
     const one = await t.api.gql(`{ dataExtract(key: "sleep") { key name options dataSource { key subjectIdentifier } } }`);
-    expect(one.body).toEqual({ data: { dataExtract: { key: 'sleep', name: 'Sleep', options, dataSource: { key: 'wearables', subjectIdentifier: 'ExternalId' } } } });
+    expect(one.body).toEqual({
+      data: { dataExtract: { key: 'sleep', name: 'Sleep', options, dataSource: { key: 'wearables', subjectIdentifier: 'ExternalId' } } },
+    });
     const all = await t.api.gql(COUNT);
     expect(all.body.data.dataExtracts.totalCount).toBe(3);
     expect(all.body.data.dataExtracts.edges.map((e: any) => e.node.key)).toEqual(['hr', 'sleep', 'steps']);
 
     const mark = p.fetches('sleep').length;
     expect(idsOf((await read(t.api, 'sleep', 1)).points['E-01'])).toEqual(['E-01-1', 'E-01-2', 'E-01-3']);
-    expect(p.fetches('sleep').slice(mark).map((c) => c.body.DataExtract.Options)).toEqual([options]);
+    expect(
+      p
+        .fetches('sleep')
+        .slice(mark)
+        .map((c) => c.body.DataExtract.Options),
+    ).toEqual([options]);
     // A change notification matches it like the extracts from the tenant file.
-    expect(flagged(await t.provider.post(CHANGE, changeBody('E-01', { DataExtractsOptionsValuesFilter: { granularity: 'night' } })))).toEqual(['sleep']);
+    expect(
+      flagged(await t.provider.post(CHANGE, changeBody('E-01', { DataExtractsOptionsValuesFilter: { granularity: 'night' } }))),
+    ).toEqual(['sleep']);
   });
 
   it('updating an unknown key: NOT_FOUND', async () => {
@@ -659,14 +732,24 @@ describe('data extract management over GraphQL', () => {
     // A new name alone keeps the cached data.
     const renamed = await t.api.gql(UPDATE, { input: { key: 'steps', name: 'Daily steps' } });
     expect(renamed.body.errors).toBeUndefined();
-    expect(renamed.body.data.updateDataExtract.dataExtract).toEqual({ key: 'steps', name: 'Daily steps', options: { metric: 'steps', period: { days: 7 } }, dataSource: { key: 'wearables' } });
+    expect(renamed.body.data.updateDataExtract.dataExtract).toEqual({
+      key: 'steps',
+      name: 'Daily steps',
+      options: { metric: 'steps', period: { days: 7 } },
+      dataSource: { key: 'wearables' },
+    });
     await read(t.api, 'steps', 1);
     expect(p.fetches('steps').length).toBe(mark);
 
     const options = { metric: 'steps', period: { days: 14 } };
     const updated = await t.api.gql(UPDATE, { input: { key: 'steps', options } });
     expect(updated.body.errors).toBeUndefined();
-    expect(updated.body.data.updateDataExtract.dataExtract).toEqual({ key: 'steps', name: 'Daily steps', options, dataSource: { key: 'wearables' } });
+    expect(updated.body.data.updateDataExtract.dataExtract).toEqual({
+      key: 'steps',
+      name: 'Daily steps',
+      options,
+      dataSource: { key: 'wearables' },
+    });
 
     await read(t.api, 'steps', 1);
     const calls = p.fetches('steps').slice(mark);
@@ -675,13 +758,18 @@ describe('data extract management over GraphQL', () => {
     expect(calls.flatMap((c) => c.body.SubjectIdentifiers)).toContain('E-01');
     for (const c of calls) expect(c.body.DataExtract).toEqual({ Key: 'steps', Options: options });
     // The filter now sees the new options.
-    expect(flagged(await t.provider.post(CHANGE, changeBody('E-02', { DataExtractsOptionsValuesFilter: { 'period.days': 14 } })))).toEqual(['steps']);
+    expect(flagged(await t.provider.post(CHANGE, changeBody('E-02', { DataExtractsOptionsValuesFilter: { 'period.days': 14 } })))).toEqual([
+      'steps',
+    ]);
   });
 
   // D10: an answer to the old options is not an answer to the new ones, even when it arrives after the update.
   it('updating options while a fetch is in flight: the in-flight answer (for the old options) is not kept', async () => {
     // E-02's hr is not cached; its fetch (old options) is held on its second page.
-    await settled(t, p, [['steps', 1], ['sleep', 1]]);
+    await settled(t, p, [
+      ['steps', 1],
+      ['sleep', 1],
+    ]);
     const mark = p.calls.length;
     p.faults = [{ delayMs: 0 }, { delayMs: 500 }];
     const pending = readOne(t, 'hr', 'E-02');
@@ -694,7 +782,10 @@ describe('data extract management over GraphQL', () => {
     const after = p.calls.length;
     await readOne(t, 'hr', 'E-02');
     const calls = p.fetches('hr').filter((c) => p.calls.indexOf(c) >= after);
-    expect(calls.map((c) => c.body.DataExtract), 'the next read asks the provider with the new options').toEqual([{ Key: 'hr', Options: options }]);
+    expect(
+      calls.map((c) => c.body.DataExtract),
+      'the next read asks the provider with the new options',
+    ).toEqual([{ Key: 'hr', Options: options }]);
   });
 
   it('reader: FORBIDDEN on createDataExtract and updateDataExtract; nothing changes', async () => {
@@ -729,18 +820,27 @@ describe('D2: tenants are isolated', () => {
     ({ p: pA, t: a } = await setup(2));
     // Tenant B has its own data source and inbound client, but no subjects.
     ({ t: b } = await setup(0));
-    const r = await a.api.gql(`mutation { createDataExtract(input: { key: "a-only", name: "A only", dataSourceKey: "wearables", options: { metric: "aOnly" } }) { dataExtract { key } } }`);
+    const r = await a.api.gql(
+      `mutation { createDataExtract(input: { key: "a-only", name: "A only", dataSourceKey: "wearables", options: { metric: "aOnly" } }) { dataExtract { key } } }`,
+    );
     expect(r.body.errors).toBeUndefined();
   });
 
-  it('B cannot refresh A\'s extract (404 / NOT_FOUND), and A\'s cache is untouched', async () => {
+  it("B cannot refresh A's extract (404 / NOT_FOUND), and A's cache is untouched", async () => {
     await read(a.api, 'a-only', 2);
     await read(a.api, 'steps', 2);
     const mark = pA.calls.length;
     expectProblem(await b.api.post(refreshPath('a-only')), 404);
-    gqlErrorAt(await b.api.gql(`mutation { refreshDataSet(input: { dataExtractKey: "a-only" }) { flaggedEntries } }`), ['refreshDataSet'], 'NOT_FOUND');
+    gqlErrorAt(
+      await b.api.gql(`mutation { refreshDataSet(input: { dataExtractKey: "a-only" }) { flaggedEntries } }`),
+      ['refreshDataSet'],
+      'NOT_FOUND',
+    );
     const seen = await b.api.gql(`{ dataExtract(key: "a-only") { key } dataExtracts { totalCount edges { node { key } } } }`);
-    expect(seen.body.data).toEqual({ dataExtract: null, dataExtracts: { totalCount: 2, edges: [{ node: { key: 'hr' } }, { node: { key: 'steps' } }] } });
+    expect(seen.body.data).toEqual({
+      dataExtract: null,
+      dataExtracts: { totalCount: 2, edges: [{ node: { key: 'hr' } }, { node: { key: 'steps' } }] },
+    });
     // B's own `steps` holds nothing cached: 0, whatever A has cached under the same key.
     expect((await b.api.post(refreshPath('steps'))).body).toEqual({ DataExtractKey: 'steps', FlaggedEntries: 0 });
     await sleep(300);
@@ -749,7 +849,7 @@ describe('D2: tenants are isolated', () => {
     expect(pA.calls.length).toBe(mark);
   });
 
-  it('B\'s inbound client reporting for A\'s subject identifier: 404 (B has no such subject); A\'s cache is untouched', async () => {
+  it("B's inbound client reporting for A's subject identifier: 404 (B has no such subject); A's cache is untouched", async () => {
     const before = await read(a.api, 'steps', 1);
     expect(idsOf(before.points['E-01'])).toEqual(['E-01-1', 'E-01-2', 'E-01-3']);
     const mark = pA.calls.length;

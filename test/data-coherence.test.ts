@@ -16,7 +16,11 @@ const POINTS = `query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "ste
 const valuesVia = async (api: ApiClient, id: string) => {
   const r = await api.gql(POINTS, { id });
   expect(r.body.errors, JSON.stringify(r.body.errors)).toBeUndefined();
-  return { ids: r.body.data.subject.dataPoints.edges.map((e: any) => e.node.id), first: r.body.data.subject.dataPoints.edges[0]?.node.items[0].value, stale: r.body.extensions?.staleData };
+  return {
+    ids: r.body.data.subject.dataPoints.edges.map((e: any) => e.node.id),
+    first: r.body.data.subject.dataPoints.edges[0]?.node.items[0].value,
+    stale: r.body.extensions?.staleData,
+  };
 };
 
 beforeAll(async () => {
@@ -51,7 +55,11 @@ describe('two instances on one database', () => {
       await valuesVia(onB, id);
       provider.version = round;
       // ...A answers a change notification...
-      const res = await t.provider.post('/connector-dataprovider/api/v1/dataChange/creationOrUpdate', { SubjectIdentifier: 'E-02', DataExtractsOptionsValuesFilter: {}, NewOrUpdatedDataPoints: [] });
+      const res = await t.provider.post('/connector-dataprovider/api/v1/dataChange/creationOrUpdate', {
+        SubjectIdentifier: 'E-02',
+        DataExtractsOptionsValuesFilter: {},
+        NewOrUpdatedDataPoints: [],
+      });
       expect(res.status).toBe(200);
       // ...and B's very next read shows the new data, fresh.
       const after = await valuesVia(onB, id);
@@ -63,7 +71,10 @@ describe('two instances on one database', () => {
   it('hides removed ids on the other instance at once', async () => {
     const id = t.subjects.get('E-03')!;
     expect((await valuesVia(onB, id)).ids).toContain('E-03-2');
-    const res = await t.provider.post('/connector-dataprovider/api/v1/dataChange/removal', { SubjectIdentifier: 'E-03', RemovedDataPointIdentifiers: ['E-03-2'] });
+    const res = await t.provider.post('/connector-dataprovider/api/v1/dataChange/removal', {
+      SubjectIdentifier: 'E-03',
+      RemovedDataPointIdentifiers: ['E-03-2'],
+    });
     expect(res.status).toBe(200);
     expect((await valuesVia(onB, id)).ids).toEqual(['E-03-1', 'E-03-3']);
   });
@@ -78,7 +89,10 @@ describe('two instances on one database', () => {
     await eventually(() => provider.fetches('steps').length > before);
     // Both instances sweep for flagged rows: give the other one time to (wrongly) fetch too.
     await new Promise((r) => setTimeout(r, 500));
-    const refetched = provider.fetches('steps').slice(before).flatMap((c) => c.body.SubjectIdentifiers);
+    const refetched = provider
+      .fetches('steps')
+      .slice(before)
+      .flatMap((c) => c.body.SubjectIdentifiers);
     expect(refetched.sort()).toEqual(['E-01', 'E-02', 'E-03']);
   });
 
@@ -91,15 +105,28 @@ describe('two instances on one database', () => {
     const id = t.subjects.get('E-01')!;
     await valuesVia(onB, id);
     const listeners = async () =>
-      Number((await sql<{ n: string }>`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'ssdi-listener' AND datname = current_database()`.execute(a.handle.db)).rows[0]!.n);
+      Number(
+        (
+          await sql<{
+            n: string;
+          }>`SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = 'ssdi-listener' AND datname = current_database()`.execute(
+            a.handle.db,
+          )
+        ).rows[0]!.n,
+      );
     const before = await listeners();
     expect(before).toBeGreaterThanOrEqual(2);
-    await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'ssdi-listener' AND datname = current_database()`.execute(a.handle.db);
+    await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'ssdi-listener' AND datname = current_database()`.execute(
+      a.handle.db,
+    );
     // While B is without its listener, it serves nothing from its in-process cache; once reconnected it listens again.
     await eventually(async () => (await listeners()) === before);
     await valuesVia(onB, id);
     provider.version = 100;
-    await t.provider.post('/connector-dataprovider/api/v1/dataChange/creationOrUpdate', { SubjectIdentifier: 'E-01', DataExtractsOptionsValuesFilter: {} });
+    await t.provider.post('/connector-dataprovider/api/v1/dataChange/creationOrUpdate', {
+      SubjectIdentifier: 'E-01',
+      DataExtractsOptionsValuesFilter: {},
+    });
     expect((await valuesVia(onB, id)).first).toBe(105);
   });
 });

@@ -22,7 +22,10 @@ afterAll(async () => {
 });
 
 const values = (body: any) =>
-  body.data.subjects.edges.map((e: any) => [e.node.externalId, e.node.dataPoints?.edges.map((p: any) => p.node.items.find((i: any) => i.key === 'value').value)]);
+  body.data.subjects.edges.map((e: any) => [
+    e.node.externalId,
+    e.node.dataPoints?.edges.map((p: any) => p.node.items.find((i: any) => i.key === 'value').value),
+  ]);
 
 const ONE_SUBJECT = `query($id: ID!, $extract: String!, $first: Int, $after: String, $last: Int, $before: String, $orderBy: String, $dir: OrderDirection) {
   subject(id: $id) { externalId dataPoints(extractKey: $extract, first: $first, after: $after, last: $last, before: $before, orderBy: $orderBy, orderDirection: $dir) {
@@ -81,7 +84,12 @@ describe('batching and the cache (D10)', () => {
     );
     expect(res.body.errors).toBeUndefined();
     const x = res.body.data.dataExtract;
-    expect(x).toMatchObject({ key: 'steps', name: 'Steps per day', options: { metric: 'steps', period: { days: 7 } }, dataSource: { key: 'wearables' } });
+    expect(x).toMatchObject({
+      key: 'steps',
+      name: 'Steps per day',
+      options: { metric: 'steps', period: { days: 7 } },
+      dataSource: { key: 'wearables' },
+    });
     expect(x.dataPoints.totalCount).toBe(6);
     expect(x.dataPoints.edges.map((e: any) => e.node.id)).toEqual(['E-01-1', 'E-01-2', 'E-01-3', 'E-02-1', 'E-02-2', 'E-02-3']);
     expect(x.dataPoints.edges[3].node.subject).toEqual({ subjectId: e02, externalId: 'E-02' });
@@ -119,7 +127,9 @@ describe('batching and the cache (D10)', () => {
 
   it('demands View:DataExtract for data points and extracts (D4), other fields still answered', async () => {
     const reader = await t.tenant.client({ clientId: 'reader', clientSecret: 'reader-client-secret' });
-    const r = await reader.gql(`{ subjects(first: 1) { edges { node { externalId dataPoints(extractKey: "steps") { totalCount } } } } dataExtracts { totalCount } }`);
+    const r = await reader.gql(
+      `{ subjects(first: 1) { edges { node { externalId dataPoints(extractKey: "steps") { totalCount } } } } dataExtracts { totalCount } }`,
+    );
     expect(r.status).toBe(200);
     expect(r.body.data.subjects.edges[0].node).toEqual({ externalId: 'E-01', dataPoints: null });
     expect(r.body.data.dataExtracts).toBeNull();
@@ -142,7 +152,12 @@ describe('chunks and tokens (D10)', () => {
     provider.pageSize = 100;
     const res = await t.api.gql(SUBJECTS_WITH_POINTS, { first: 10, extract: 'steps' });
     expect(values(res.body).every(([, v]: any) => v.length === 3)).toBe(true);
-    expect(provider.fetches().map((c) => c.body.SubjectIdentifiers.length).sort()).toEqual([2, 4, 4]);
+    expect(
+      provider
+        .fetches()
+        .map((c) => c.body.SubjectIdentifiers.length)
+        .sort(),
+    ).toEqual([2, 4, 4]);
     expect(new Set(provider.fetches().flatMap((c) => c.body.SubjectIdentifiers)).size).toBe(10);
   });
 
@@ -151,9 +166,7 @@ describe('chunks and tokens (D10)', () => {
     provider.tokenDelayMs = 200;
     const ids = [...t.subjects.values()];
     // Different subjects and extracts: separate provider calls, all needing a token at the same moment.
-    await Promise.all(
-      ids.flatMap((id) => ['steps', 'hr'].map((x) => t.api.gql(ONE_SUBJECT, { id, extract: x }))),
-    );
+    await Promise.all(ids.flatMap((id) => ['steps', 'hr'].map((x) => t.api.gql(ONE_SUBJECT, { id, extract: x }))));
     expect(provider.fetches().length).toBeGreaterThanOrEqual(2);
     expect(provider.tokenRequests).toHaveLength(1);
     expect(provider.tokenRequests[0]!.get('scope')).toBe('DataProviderApi');
@@ -215,7 +228,22 @@ describe('provider failures (D10)', () => {
     ['a 500', () => (provider.always = { status: 500 })],
     ['malformed JSON', () => (provider.always = { status: 200, body: '{"PageInfo": ' })],
     ['a wrong shape', () => (provider.always = { status: 200, body: JSON.stringify({ PageInfo: { HasNextPage: false }, Edges: 'no' }) })],
-    ['an item value of the wrong type', () => (provider.always = { status: 200, body: JSON.stringify({ PageInfo: { HasNextPage: false, HasPreviousPage: false, TotalCount: 1 }, Edges: [{ Cursor: 'a', Node: { Id: 'x', SubjectIdentifier: 'E-01', DataPointItems: [{ Key: 'v', Value: { DataType: 'Integer', Value: 'nine' } }] } }] }) })],
+    [
+      'an item value of the wrong type',
+      () =>
+        (provider.always = {
+          status: 200,
+          body: JSON.stringify({
+            PageInfo: { HasNextPage: false, HasPreviousPage: false, TotalCount: 1 },
+            Edges: [
+              {
+                Cursor: 'a',
+                Node: { Id: 'x', SubjectIdentifier: 'E-01', DataPointItems: [{ Key: 'v', Value: { DataType: 'Integer', Value: 'nine' } }] },
+              },
+            ],
+          }),
+        }),
+    ],
     ['too slow an answer', () => (provider.always = { delayMs: 1500 })],
   ];
 
@@ -232,7 +260,9 @@ describe('provider failures (D10)', () => {
       expect(r.status).toBe(200);
       expect(r.body.errors).toBeUndefined();
       expect(r.body.data.subject.dataPoints.edges.map((e: any) => e.node.id)).toEqual(['E-02-1', 'E-02-2', 'E-02-3']);
-      expect(r.body.extensions?.staleData).toEqual([{ extractKey: 'steps', subjectIdentifier: 'E-02', fetchedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
+      expect(r.body.extensions?.staleData).toEqual([
+        { extractKey: 'steps', subjectIdentifier: 'E-02', fetchedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) },
+      ]);
       provider.always = undefined;
       // Once the provider answers again, the data is fresh (no staleData).
       await eventually(async () => (await t.api.gql(ONE_SUBJECT, { id, extract: 'steps' })).body.extensions?.staleData === undefined);
@@ -241,7 +271,9 @@ describe('provider failures (D10)', () => {
 
   it('answers PROVIDER_UNAVAILABLE on the field when nothing is cached, other fields answered, the service ready', async () => {
     provider.always = { status: 503 };
-    const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { externalId dataPoints(extractKey: "hr") { totalCount } } }`, { id: t.subjects.get('E-04') });
+    const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { externalId dataPoints(extractKey: "hr") { totalCount } } }`, {
+      id: t.subjects.get('E-04'),
+    });
     expect(r.status).toBe(200);
     expect(r.body.data.subject).toEqual({ externalId: 'E-04', dataPoints: null });
     expect(r.body.errors).toHaveLength(1);
@@ -279,7 +311,10 @@ describe('restart (D10: the cache is in PostgreSQL)', () => {
     const calls = provider.calls.length;
     const again: ApiClient = t.api;
     const r = await again.gql(SUBJECTS_WITH_POINTS, { first: 2, extract: 'steps' });
-    expect(values(r.body)).toEqual([['E-01', [5, 40, 300]], ['E-02', [5, 40, 300]]]);
+    expect(values(r.body)).toEqual([
+      ['E-01', [5, 40, 300]],
+      ['E-02', [5, 40, 300]],
+    ]);
     expect(provider.calls.length).toBe(calls);
   });
 });

@@ -68,7 +68,17 @@ async function startService(databaseUrl: string, env: Record<string, string> = {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(NODE, SERVER, {
-    env: { ...process.env, NODE_ENV: 'test', LOG_LEVEL: 'warn', HOST: '127.0.0.1', PORT: String(port), PUBLIC_URL: url, DATABASE_URL: databaseUrl, TENANT_CONFIG: tenantFile, ...env },
+    env: {
+      ...process.env,
+      NODE_ENV: 'test',
+      LOG_LEVEL: 'warn',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      PUBLIC_URL: url,
+      DATABASE_URL: databaseUrl,
+      TENANT_CONFIG: tenantFile,
+      ...env,
+    },
   });
   let out = '';
   let err = '';
@@ -97,14 +107,24 @@ async function waitFor(s: Service, what: string, timeoutMs: number, probe: () =>
 
 /** GET without a token; a refused connection counts as status 0. */
 async function status(s: Service, p: string): Promise<number> {
-  return fetch(`${s.url}${p}`).then((r) => r.status, () => 0);
+  return fetch(`${s.url}${p}`).then(
+    (r) => r.status,
+    () => 0,
+  );
 }
 
-const waitReady = (s: Service, timeoutMs = 30_000) => waitFor(s, '/readyz 200', timeoutMs, async () => (await status(s, '/readyz')) === 200);
+const waitReady = (s: Service, timeoutMs = 30_000) =>
+  waitFor(s, '/readyz 200', timeoutMs, async () => (await status(s, '/readyz')) === 200);
 
 /** An API client holding a token of the tenant file's full client, from the service's own token endpoint. */
 async function client(s: Service): Promise<ApiClient> {
-  const form = new URLSearchParams({ grant_type: 'client_credentials', tenant_key: TENANT.key, client_id: FULL_CLIENT.clientId, client_secret: FULL_CLIENT.clientSecret, scope: 'ServiceApi' });
+  const form = new URLSearchParams({
+    grant_type: 'client_credentials',
+    tenant_key: TENANT.key,
+    client_id: FULL_CLIENT.clientId,
+    client_secret: FULL_CLIENT.clientSecret,
+    scope: 'ServiceApi',
+  });
   const res = await fetch(`${s.url}/connect/token`, { method: 'POST', body: form });
   const body = (await res.json()) as { access_token?: string };
   expect(res.status, JSON.stringify(body)).toBe(200);
@@ -140,7 +160,10 @@ async function attempt(kind: Kind, call: () => Promise<ApiResponse>): Promise<Ou
   }
 }
 
-const describeOutcome = (o: Outcome) => (o.res ? `${o.kind} ${o.res.status} ${o.res.headers.get('content-type')} retry-after=${o.res.headers.get('retry-after')} ${JSON.stringify(o.res.body).slice(0, 400)}` : `${o.kind} network error: ${o.error}`);
+const describeOutcome = (o: Outcome) =>
+  o.res
+    ? `${o.kind} ${o.res.status} ${o.res.headers.get('content-type')} retry-after=${o.res.headers.get('retry-after')} ${JSON.stringify(o.res.body).slice(0, 400)}`
+    : `${o.kind} network error: ${o.error}`;
 
 /**
  * What a request may answer while its database fails (issue 15): success, or 503 with Retry-After, as
@@ -177,7 +200,10 @@ async function loop(into: Outcome[], kind: Kind, until: () => boolean, call: () 
 function latencies(outcomes: Outcome[]): Record<string, string> {
   const by: Record<string, string> = {};
   for (const kind of new Set(outcomes.map((o) => o.kind))) {
-    const ms = outcomes.filter((o) => o.kind === kind).map((o) => o.ms).sort((a, b) => a - b);
+    const ms = outcomes
+      .filter((o) => o.kind === kind)
+      .map((o) => o.ms)
+      .sort((a, b) => a - b);
     const at = (q: number) => Math.round(ms[Math.min(ms.length - 1, Math.floor(q * ms.length))]!);
     by[kind] = `n=${ms.length} p50=${at(0.5)} p99=${at(0.99)} max=${at(1)}`;
   }
@@ -204,14 +230,17 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     const t0 = now();
     const done = () => now() - t0 > 6_500;
     const readers = Array.from({ length: 20 }, (_, i) =>
-      i % 2 ? loop(outcomes, 'rest', done, () => api.get(`${SUBJECTS}?First=20`)) : loop(outcomes, 'graphql', done, () => api.gql(GQL_READ)),
+      i % 2
+        ? loop(outcomes, 'rest', done, () => api.get(`${SUBJECTS}?First=20`))
+        : loop(outcomes, 'graphql', done, () => api.gql(GQL_READ)),
     );
     const writers = Array.from({ length: 4 }, async (_, w) => {
       for (let n = 0; !done(); n++) {
         const employeeNumber = `W${w}-${n}`;
         const o = await attempt('write', () => api.post(UPSERT, person(employeeNumber)));
         outcomes.push(o);
-        if (o.res && (o.res.status === 200 || o.res.status === 201)) acknowledged.push({ employeeNumber, id: (o.res.body as { internalId: string }).internalId });
+        if (o.res && (o.res.status === 200 || o.res.status === 201))
+          acknowledged.push({ employeeNumber, id: (o.res.body as { internalId: string }).internalId });
       }
     });
     const killer = (async () => {
@@ -223,7 +252,14 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     })();
     await Promise.all([...readers, ...writers, killer]);
 
-    const summary = { requests: outcomes.length, ok: outcomes.filter(ok).length, unavailable: outcomes.filter((o) => o.res?.status === 503).length, writesAcknowledged: acknowledged.length, kills: kills.map((k) => k.terminated), ms: latencies(outcomes) };
+    const summary = {
+      requests: outcomes.length,
+      ok: outcomes.filter(ok).length,
+      unavailable: outcomes.filter((o) => o.res?.status === 503).length,
+      writesAcknowledged: acknowledged.length,
+      kills: kills.map((k) => k.terminated),
+      ms: latencies(outcomes),
+    };
     console.info('terminations under load:', JSON.stringify(summary));
 
     // The faults happened: every round found sessions of the service to terminate.
@@ -232,7 +268,10 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     expect(misanswered(outcomes)).toEqual([]);
     const lastKill = kills.at(-1)!.at;
     for (const kind of ['rest', 'graphql', 'write'] as const) {
-      expect(outcomes.filter((o) => o.kind === kind && o.start > lastKill && ok(o)).length, `${kind} successes after the last termination`).toBeGreaterThan(0);
+      expect(
+        outcomes.filter((o) => o.kind === kind && o.start > lastKill && ok(o)).length,
+        `${kind} successes after the last termination`,
+      ).toBeGreaterThan(0);
     }
 
     expect(running(svc), output(svc)).toBe(true);
@@ -244,7 +283,11 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     const rows = await db.db
       .selectFrom('subject')
       .select(['id', 'external_id'])
-      .where('id', 'in', acknowledged.map((a) => a.id))
+      .where(
+        'id',
+        'in',
+        acknowledged.map((a) => a.id),
+      )
       .execute();
     const stored = new Map(rows.map((r) => [r.id, r.external_id]));
     expect(acknowledged.filter((a) => stored.get(a.id) !== a.employeeNumber)).toEqual([]);
@@ -261,7 +304,22 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     // Light steady load throughout.
     const outcomes: Outcome[] = [];
     let stop = false;
-    const load = [loop(outcomes, 'rest', () => stop, () => api.get(`${SUBJECTS}?First=20`), 50), loop(outcomes, 'graphql', () => stop, () => api.gql(GQL_READ), 50)];
+    const load = [
+      loop(
+        outcomes,
+        'rest',
+        () => stop,
+        () => api.get(`${SUBJECTS}?First=20`),
+        50,
+      ),
+      loop(
+        outcomes,
+        'graphql',
+        () => stop,
+        () => api.gql(GQL_READ),
+        50,
+      ),
+    ];
     await sleep(700);
 
     await proxy.refuse('close');
@@ -291,7 +349,15 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     await sleep(500);
     stop = true;
     await Promise.all(load);
-    console.info('cut and refused:', JSON.stringify({ requests: outcomes.length, unavailable: outcomes.filter((o) => o.res?.status === 503).length, recoveredMs: Math.round(recoveredMs), ms: latencies(outcomes) }));
+    console.info(
+      'cut and refused:',
+      JSON.stringify({
+        requests: outcomes.length,
+        unavailable: outcomes.filter((o) => o.res?.status === 503).length,
+        recoveredMs: Math.round(recoveredMs),
+        ms: latencies(outcomes),
+      }),
+    );
 
     expect(misanswered(outcomes)).toEqual([]);
     expect(outcomes.filter((o) => o.start > cutAt && o.start < restoredAt && o.res?.status === 503).length).toBeGreaterThan(0);
@@ -306,7 +372,10 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     const proxy = await proxyTo(db.url);
     await proxy.refuse('unlisten');
     const svc = await startService(proxy.url(db.url));
-    const waiting = () => output(svc).split('\n').filter((l) => l.includes('database not reachable yet')).length;
+    const waiting = () =>
+      output(svc)
+        .split('\n')
+        .filter((l) => l.includes('database not reachable yet')).length;
     await waitFor(svc, "two 'database not reachable yet' lines", 10_000, () => waiting() >= 2);
 
     expect(await status(svc, '/healthz')).toBe(200);
@@ -314,7 +383,10 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     expect(ready.status).toBe(503);
     expect(ready.headers.get('content-type')).toMatch(/^application\/problem\+json\b/);
     const anon = new ApiClient(svc.url, undefined);
-    for (const res of [await anon.get(`${SUBJECTS}?First=5`), await anon.request('POST', '/connect/token', { raw: 'grant_type=client_credentials' })]) {
+    for (const res of [
+      await anon.get(`${SUBJECTS}?First=5`),
+      await anon.request('POST', '/connect/token', { raw: 'grant_type=client_credentials' }),
+    ]) {
       expect(res.status).toBe(503);
       expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json\b/);
       expect(res.headers.get('retry-after')).toBe('1');
@@ -342,6 +414,12 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     expect(code).not.toBe(0);
     expect(code).not.toBeNull();
     expect(now() - started).toBeGreaterThan(1_400);
-    expect(svc.stderr().split('\n').filter((l) => l.includes('STARTUP_TIMEOUT_MS')), output(svc)).toHaveLength(1);
+    expect(
+      svc
+        .stderr()
+        .split('\n')
+        .filter((l) => l.includes('STARTUP_TIMEOUT_MS')),
+      output(svc),
+    ).toHaveLength(1);
   }, 30_000);
 });

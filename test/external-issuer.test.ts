@@ -25,7 +25,10 @@ beforeAll(async () => {
   const jwksUrl = `http://127.0.0.1:${(jwksServer.address() as AddressInfo).port}/jwks`;
   app = await startApp({ AUTH_ISSUER: ISSUER, AUTH_JWKS_URL: jwksUrl, AUTH_TENANT_CLAIM: 'org' });
   tenant = await createTenant(app, {
-    clients: [FULL_CLIENT, { clientId: 'ext-reader', clientSecret: 'ext-reader-secret', scopes: ['ServiceApi'], permissions: ['List:StructuralEntity'] }],
+    clients: [
+      FULL_CLIENT,
+      { clientId: 'ext-reader', clientSecret: 'ext-reader-secret', scopes: ['ServiceApi'], permissions: ['List:StructuralEntity'] },
+    ],
     structuralEntities: [{ key: 'root', displayName: 'Root', structureTypeKey: 'company' }],
   });
 });
@@ -70,7 +73,7 @@ describe('external issuer (D4)', () => {
     }
   });
 
-  it('still accepts the service\'s own tokens', async () => {
+  it("still accepts the service's own tokens", async () => {
     const api = await tenant.client();
     expect((await api.get('/api/v1/structuralEntity')).status).toBe(200);
   });

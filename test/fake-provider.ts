@@ -49,7 +49,9 @@ export class FakeProvider {
 
   /** Calls that started a fetch (first pages), optionally of one extract. */
   fetches(extractKey?: string): ProviderCall[] {
-    return this.calls.filter((c) => c.body?.PagingRequest?.After === null && (extractKey === undefined || c.body?.DataExtract?.Key === extractKey));
+    return this.calls.filter(
+      (c) => c.body?.PagingRequest?.After === null && (extractKey === undefined || c.body?.DataExtract?.Key === extractKey),
+    );
   }
 
   /** The points of one subject: Ids `<identifier>-<n>`, an Integer `value` (5, 40, 300 + version), a String, a Date. */
@@ -92,7 +94,11 @@ export class FakeProvider {
       const form = new URLSearchParams(raw);
       this.tokenRequests.push(form);
       await sleep(this.tokenDelayMs);
-      if (form.get('client_id') !== 'service' || form.get('client_secret') !== 'provider-secret' || form.get('grant_type') !== 'client_credentials') {
+      if (
+        form.get('client_id') !== 'service' ||
+        form.get('client_secret') !== 'provider-secret' ||
+        form.get('grant_type') !== 'client_credentials'
+      ) {
         return json(res, 401, { error: 'invalid_client' });
       }
       const token = `tok-${this.tokenRequests.length}`;
@@ -113,7 +119,9 @@ export class FakeProvider {
         return res.end(fault.body ?? 'provider trouble');
       }
     }
-    const all = (body.SubjectIdentifiers as string[]).flatMap((id) => this.pointsOf(id, body.DataExtract.Key)).sort((a, b) => (a.Id < b.Id ? -1 : 1));
+    const all = (body.SubjectIdentifiers as string[])
+      .flatMap((id) => this.pointsOf(id, body.DataExtract.Key))
+      .sort((a, b) => (a.Id < b.Id ? -1 : 1));
     const start = body.PagingRequest.After === null ? 0 : Number(Buffer.from(body.PagingRequest.After, 'base64url').toString()) + 1;
     const page = all.slice(start, start + this.pageSize);
     const cursor = (i: number) => Buffer.from(String(i)).toString('base64url');
@@ -144,8 +152,18 @@ export async function eventually(check: () => boolean | Promise<boolean>, ms = 5
   }
 }
 
-export const PROVIDER_CLIENT = { clientId: 'provider', clientSecret: 'provider-client-secret', scopes: ['ServiceDataProviderApi'], permissions: [] };
-export const PROVIDER_CLIENT_2 = { clientId: 'provider-2', clientSecret: 'provider-client-2-secret', scopes: ['ServiceApi'], permissions: [] };
+export const PROVIDER_CLIENT = {
+  clientId: 'provider',
+  clientSecret: 'provider-client-secret',
+  scopes: ['ServiceDataProviderApi'],
+  permissions: [],
+};
+export const PROVIDER_CLIENT_2 = {
+  clientId: 'provider-2',
+  clientSecret: 'provider-client-2-secret',
+  scopes: ['ServiceApi'],
+  permissions: [],
+};
 
 export interface DataTenant {
   tenant: TestTenant;
@@ -174,7 +192,12 @@ export function providerDataSource(provider: FakeProvider) {
  * A tenant whose data source is `provider`, with extracts `steps` (metric steps, period.days 7) and `hr`
  * (metric heartRate) and `count` subjects E-01 … (ExternalId is the provider's identifier).
  */
-export async function createDataTenant(app: TestApp, provider: FakeProvider, count = 10, overrides: Record<string, unknown> = {}): Promise<DataTenant> {
+export async function createDataTenant(
+  app: TestApp,
+  provider: FakeProvider,
+  count = 10,
+  overrides: Record<string, unknown> = {},
+): Promise<DataTenant> {
   const tenant = await createTenant(app, {
     clients: [
       { clientId: 'full', clientSecret: 'full-client-secret', scopes: ['ServiceApi', 'ServiceDataProviderApi'], permissions: ['*'] },
@@ -202,7 +225,11 @@ export async function createDataTenant(app: TestApp, provider: FakeProvider, cou
     if (res.status !== 201) throw new Error(`subject upsert failed: ${res.status} ${JSON.stringify(res.body)}`);
     subjects.set(ext, res.body.internalId);
   }
-  const providerApi = await tenant.client({ clientId: PROVIDER_CLIENT.clientId, clientSecret: PROVIDER_CLIENT.clientSecret, scope: 'ServiceDataProviderApi' });
+  const providerApi = await tenant.client({
+    clientId: PROVIDER_CLIENT.clientId,
+    clientSecret: PROVIDER_CLIENT.clientSecret,
+    scope: 'ServiceDataProviderApi',
+  });
   return { tenant, api, subjects, provider: providerApi };
 }
 

@@ -40,9 +40,11 @@ export class Enum {
 export type J = null | boolean | number | string | readonly J[] | Obj | Raw | Enum;
 
 /** `arb` once in `n` draws, else undefined (fc.option's `freq` is the frequency of nil). */
-export const rarely = <T>(arb: fc.Arbitrary<T>, n: number): fc.Arbitrary<T | undefined> => fc.oneof({ weight: n - 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: arb });
+export const rarely = <T>(arb: fc.Arbitrary<T>, n: number): fc.Arbitrary<T | undefined> =>
+  fc.oneof({ weight: n - 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: arb });
 
-export const obj = (...entries: (readonly [string, J] | undefined | false)[]) => new Obj(entries.filter((e): e is readonly [string, J] => !!e));
+export const obj = (...entries: (readonly [string, J] | undefined | false)[]) =>
+  new Obj(entries.filter((e): e is readonly [string, J] => !!e));
 
 /** JSON text of a model value (lone surrogates come out as `\udXXX` escapes, -0 as `-0`). */
 export function toJson(v: J): string {
@@ -69,31 +71,165 @@ export function toGraphqlLiteral(v: J): string {
 // ---------------------------------------------------------------------------------------------------
 // Primitive values at the edges
 
-export const PROTO_NAMES = ['__proto__', 'constructor', 'hasOwnProperty', 'toString', 'valueOf', 'prototype', 'isPrototypeOf', '__defineGetter__', 'propertyIsEnumerable', 'toJSON'];
+export const PROTO_NAMES = [
+  '__proto__',
+  'constructor',
+  'hasOwnProperty',
+  'toString',
+  'valueOf',
+  'prototype',
+  'isPrototypeOf',
+  '__defineGetter__',
+  'propertyIsEnumerable',
+  'toJSON',
+];
 
 export const SPECIAL_STRINGS = [
-  '', ' ', '\u0000', 'a\u0000b', '\udc00', 'bad\udc00name', 'x\ud800', '\ud800\udc00', '\ud83d\udca9', '\uffff', '\ufeff', '\u202e', 'e\u0301',
-  "' OR '1'='1", '"; DROP TABLE subject; --', '$1', '%', '%zz', '%00', '\\', '\\u0000', '../..', '\n\r\t', '<script>', '${x}', '{{x}}',
-  'null', 'undefined', 'true', '0', '-0', 'NaN', 'Infinity', '1e308', ' lead', 'trail ', '*', '_', ',', 'a,b', '[]', '{}',
+  '',
+  ' ',
+  '\u0000',
+  'a\u0000b',
+  '\udc00',
+  'bad\udc00name',
+  'x\ud800',
+  '\ud800\udc00',
+  '\ud83d\udca9',
+  '\uffff',
+  '\ufeff',
+  '\u202e',
+  'e\u0301',
+  "' OR '1'='1",
+  '"; DROP TABLE subject; --',
+  '$1',
+  '%',
+  '%zz',
+  '%00',
+  '\\',
+  '\\u0000',
+  '../..',
+  '\n\r\t',
+  '<script>',
+  '${x}',
+  '{{x}}',
+  'null',
+  'undefined',
+  'true',
+  '0',
+  '-0',
+  'NaN',
+  'Infinity',
+  '1e308',
+  ' lead',
+  'trail ',
+  '*',
+  '_',
+  ',',
+  'a,b',
+  '[]',
+  '{}',
   ...PROTO_NAMES,
 ];
 
 /** Numbers at the edges of JSON, JavaScript, 32-bit and PostgreSQL integers, and the service's limits. */
 export const EDGE_NUMBERS = [
-  0, -0, 1, -1, 0.5, -2.5, 1e308, -1e308, 1.7976931348623157e308, 5e-324, 2 ** 53, 2 ** 53 + 2, -(2 ** 53), 2 ** 31, 2 ** 31 - 1, -(2 ** 31), -(2 ** 31) - 1,
-  2 ** 32, 2 ** 63, 199, 200, 201, 999, 1000, 1001, 65535, 123.456,
+  0,
+  -0,
+  1,
+  -1,
+  0.5,
+  -2.5,
+  1e308,
+  -1e308,
+  1.7976931348623157e308,
+  5e-324,
+  2 ** 53,
+  2 ** 53 + 2,
+  -(2 ** 53),
+  2 ** 31,
+  2 ** 31 - 1,
+  -(2 ** 31),
+  -(2 ** 31) - 1,
+  2 ** 32,
+  2 ** 63,
+  199,
+  200,
+  201,
+  999,
+  1000,
+  1001,
+  65535,
+  123.456,
 ];
 /** Number texts JSON.parse reads oddly (Infinity, precision loss) or not at all. */
-export const RAW_NUMBERS = ['1e999', '-1e999', '1E400', '123456789012345678901234567890', '1e-400', '-0.0', '1.0', '0.1e1', '00', '+1', '0x10', 'NaN', '.5', '1.', '01'];
+export const RAW_NUMBERS = [
+  '1e999',
+  '-1e999',
+  '1E400',
+  '123456789012345678901234567890',
+  '1e-400',
+  '-0.0',
+  '1.0',
+  '0.1e1',
+  '00',
+  '+1',
+  '0x10',
+  'NaN',
+  '.5',
+  '1.',
+  '01',
+];
 
 export const DATE_TIMES = [
-  '2024-05-01T10:00:00Z', '2024-05-01T10:00:00.123+02:00', '2024-05-01 10:00', '0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999+00:00',
-  '0001-01-01T00:00:00+14:00', '9999-12-31T23:00:00-14:00', '2024-05-01T10:00:00+99:99', '2024-05-01T10:00:00+14:30', '2024-05-01T10:00:00-14:01',
-  '0000-01-01T00:00:00Z', '10000-01-01T00:00:00Z', '+275760-09-13T00:00:00Z', '2024-02-30T00:00:00Z', '2024-05-01T24:00:00Z', '2024-05-01T23:59:60Z',
-  '2024-05-01T10:00:00.1234567891Z', '2024-05-01T10:00:00+0200', '2024-05-01t10:00:00z', '2024-05-01', 'now', '',
+  '2024-05-01T10:00:00Z',
+  '2024-05-01T10:00:00.123+02:00',
+  '2024-05-01 10:00',
+  '0001-01-01T00:00:00Z',
+  '9999-12-31T23:59:59.999+00:00',
+  '0001-01-01T00:00:00+14:00',
+  '9999-12-31T23:00:00-14:00',
+  '2024-05-01T10:00:00+99:99',
+  '2024-05-01T10:00:00+14:30',
+  '2024-05-01T10:00:00-14:01',
+  '0000-01-01T00:00:00Z',
+  '10000-01-01T00:00:00Z',
+  '+275760-09-13T00:00:00Z',
+  '2024-02-30T00:00:00Z',
+  '2024-05-01T24:00:00Z',
+  '2024-05-01T23:59:60Z',
+  '2024-05-01T10:00:00.1234567891Z',
+  '2024-05-01T10:00:00+0200',
+  '2024-05-01t10:00:00z',
+  '2024-05-01',
+  'now',
+  '',
 ];
-export const DATES = ['2024-05-01', '0001-01-01', '9999-12-31', '0000-01-01', '10000-01-01', '2024-02-30', '2023-02-29', '-0001-01-01', '2024-5-1', '2024-05-01T00:00:00Z', 'epoch'];
-export const TIMES = ['10:00', '10:00:00', '23:59:59', '00:00', '24:00:00', '23:59:60', '10:00:00.123456789', '10:00:00+02:00', '25:00', '-01:00', '10:60', '1000'];
+export const DATES = [
+  '2024-05-01',
+  '0001-01-01',
+  '9999-12-31',
+  '0000-01-01',
+  '10000-01-01',
+  '2024-02-30',
+  '2023-02-29',
+  '-0001-01-01',
+  '2024-5-1',
+  '2024-05-01T00:00:00Z',
+  'epoch',
+];
+export const TIMES = [
+  '10:00',
+  '10:00:00',
+  '23:59:59',
+  '00:00',
+  '24:00:00',
+  '23:59:60',
+  '10:00:00.123456789',
+  '10:00:00+02:00',
+  '25:00',
+  '-01:00',
+  '10:60',
+  '1000',
+];
 
 export interface StringOpts {
   /** The longest generated string (URLs must stay under the 16 kB header limit). */
@@ -108,11 +244,19 @@ export function hostileString(opts: StringOpts = { maxLong: 300_000 }): fc.Arbit
     { weight: 4, arbitrary: special },
     { weight: 3, arbitrary: fc.string({ maxLength: 24 }) },
     { weight: 2, arbitrary: fc.string({ unit: 'binary', maxLength: 12 }) },
-    { weight: 2, arbitrary: fc.tuple(fc.string({ maxLength: 6 }), fc.oneof(special, surrogate), fc.string({ maxLength: 6 })).map(([a, b, c]) => a + b + c) },
+    {
+      weight: 2,
+      arbitrary: fc
+        .tuple(fc.string({ maxLength: 6 }), fc.oneof(special, surrogate), fc.string({ maxLength: 6 }))
+        .map(([a, b, c]) => a + b + c),
+    },
     {
       weight: 1,
       arbitrary: fc
-        .tuple(fc.constantFrom('a', 'é', '\ud83d\udca9', '\udc00', '%', 'ab ', '\u0000'), fc.oneof(fc.integer({ min: 190, max: 210 }), fc.integer({ min: 1, max: opts.maxLong })))
+        .tuple(
+          fc.constantFrom('a', 'é', '\ud83d\udca9', '\udc00', '%', 'ab ', '\u0000'),
+          fc.oneof(fc.integer({ min: 190, max: 210 }), fc.integer({ min: 1, max: opts.maxLong })),
+        )
         .map(([c, n]) => c.repeat(Math.max(1, Math.floor(n / c.length)))),
     },
   );
@@ -206,7 +350,19 @@ export interface Mutation {
 
 export function mutationArb(documented: readonly string[]): fc.Arbitrary<Mutation> {
   return fc.record({
-    op: fc.constantFrom<MutationOp>('replace', 'replace', 'delete', 'protoKey', 'protoAll', 'recase', 'wrapArray', 'duplicate', 'deep', 'huge', 'kind'),
+    op: fc.constantFrom<MutationOp>(
+      'replace',
+      'replace',
+      'delete',
+      'protoKey',
+      'protoAll',
+      'recase',
+      'wrapArray',
+      'duplicate',
+      'deep',
+      'huge',
+      'kind',
+    ),
     at: fc.nat(200),
     pick: fc.nat(),
     value: anyJ(documented),
@@ -220,9 +376,23 @@ function nodeCount(v: J): number {
   return 1;
 }
 
-const recase = (s: string, mask: number) => [...s].map((c, i) => ((mask >> i % 31) & 1 ? c.toUpperCase() : c.toLowerCase())).join('');
+const recase = (s: string, mask: number) => [...s].map((c, i) => ((mask >> (i % 31)) & 1 ? c.toUpperCase() : c.toLowerCase())).join('');
 const otherKind = (v: J, m: Mutation): J =>
-  typeof v === 'string' ? (m.pick % 2 ? Number(v) || 1 : [v]) : typeof v === 'number' ? String(v) : typeof v === 'boolean' ? String(v) : v === null ? obj() : Array.isArray(v) ? obj(['0', v[0] ?? null]) : v instanceof Obj ? v.entries.map(([, x]) => x) : 'text';
+  typeof v === 'string'
+    ? m.pick % 2
+      ? Number(v) || 1
+      : [v]
+    : typeof v === 'number'
+      ? String(v)
+      : typeof v === 'boolean'
+        ? String(v)
+        : v === null
+          ? obj()
+          : Array.isArray(v)
+            ? obj(['0', v[0] ?? null])
+            : v instanceof Obj
+              ? v.entries.map(([, x]) => x)
+              : 'text';
 
 /** Adds a prototype-named key (`__proto__`, `constructor`, ...) to every object of `v`, keeping the rest. */
 export function withProtoKeys(v: J, pick: number, value: J): J {
@@ -251,13 +421,19 @@ export function mutate(v: J, m: Mutation): J {
         if (x instanceof Obj && x.entries.length) return new Obj(x.entries.filter((_, i) => i !== m.pick % x.entries.length));
         return m.value;
       case 'protoKey':
-        return x instanceof Obj ? new Obj([...x.entries, [PROTO_NAMES[m.pick % PROTO_NAMES.length]!, m.value]]) : obj([PROTO_NAMES[m.pick % PROTO_NAMES.length]!, x]);
+        return x instanceof Obj
+          ? new Obj([...x.entries, [PROTO_NAMES[m.pick % PROTO_NAMES.length]!, m.value]])
+          : obj([PROTO_NAMES[m.pick % PROTO_NAMES.length]!, x]);
       case 'recase':
         return x instanceof Obj ? new Obj(x.entries.map(([k, y]) => [recase(k, m.pick), y] as const)) : x;
       case 'wrapArray':
         return [x];
       case 'duplicate':
-        return x instanceof Obj && x.entries.length ? new Obj([...x.entries, [x.entries[m.pick % x.entries.length]![0], m.value]]) : x instanceof Obj ? new Obj([[m.key, m.value]]) : m.value;
+        return x instanceof Obj && x.entries.length
+          ? new Obj([...x.entries, [x.entries[m.pick % x.entries.length]![0], m.value]])
+          : x instanceof Obj
+            ? new Obj([[m.key, m.value]])
+            : m.value;
       case 'deep':
         return new Raw(deepText(1000 + (m.pick % 4000), (['array', 'object', 'proto', 'mixed'] as const)[m.pick % 4]!));
       case 'huge': {
@@ -281,20 +457,43 @@ export function pctEncode(s: string): string {
   let out = '';
   for (const ch of s) {
     const c = ch.charCodeAt(0);
-    if (ch.length === 1 && c >= 0xd800 && c <= 0xdfff) out += `%ED%${(0xa0 | ((c >> 6) & 0x1f)).toString(16).toUpperCase()}%${(0x80 | (c & 0x3f)).toString(16).toUpperCase()}`;
+    if (ch.length === 1 && c >= 0xd800 && c <= 0xdfff)
+      out += `%ED%${(0xa0 | ((c >> 6) & 0x1f)).toString(16).toUpperCase()}%${(0x80 | (c & 0x3f)).toString(16).toUpperCase()}`;
     else out += encodeURIComponent(ch);
   }
   return out;
 }
 
 /** Malformed or hostile percent-encoding, sent as is. */
-export const PCT_GARBAGE = ['%zz', '%', '%%', '%E0%A4%A', '%ED%A0%80', '%ED%B0%80', '%C0%80', '%00', '%FF', '%F4%90%80%80', '%2F', '%2e%2e', '%5B%5D', '+', '%2B', '%26', '%3D', '%23'];
+export const PCT_GARBAGE = [
+  '%zz',
+  '%',
+  '%%',
+  '%E0%A4%A',
+  '%ED%A0%80',
+  '%ED%B0%80',
+  '%C0%80',
+  '%00',
+  '%FF',
+  '%F4%90%80%80',
+  '%2F',
+  '%2e%2e',
+  '%5B%5D',
+  '+',
+  '%2B',
+  '%26',
+  '%3D',
+  '%23',
+];
 
 /** A value as it appears in a query string or a path: encoded hostile text or raw garbage. */
 export function encodedValue(plain: fc.Arbitrary<string>): fc.Arbitrary<string> {
   return fc.oneof(
     { weight: 6, arbitrary: plain.map(pctEncode) },
-    { weight: 2, arbitrary: fc.tuple(plain.map(pctEncode), fc.constantFrom(...PCT_GARBAGE), plain.map(pctEncode)).map(([a, b, c]) => a + b + c) },
+    {
+      weight: 2,
+      arbitrary: fc.tuple(plain.map(pctEncode), fc.constantFrom(...PCT_GARBAGE), plain.map(pctEncode)).map(([a, b, c]) => a + b + c),
+    },
     { weight: 1, arbitrary: plain.map((s) => s.replace(/[#?&=/%\s\\]/g, '')).map((s) => encodeURI(s.replace(/[\ud800-\udfff]/g, ''))) },
   );
 }
@@ -329,8 +528,17 @@ export function typedValueArb(dataType: string): fc.Arbitrary<J> {
   const any = fc.oneof(hostileString({ maxLong: 5000 }), fc.constantFrom(...EDGE_NUMBERS), fc.boolean(), fc.constant(null));
   const byType: Record<string, fc.Arbitrary<J>> = {
     String: hostileString(),
-    Integer: fc.oneof(fc.integer({ min: -1000, max: 1000 }), fc.constantFrom(...EDGE_NUMBERS), fc.constantFrom(...RAW_NUMBERS).map((t) => new Raw(t))),
-    Decimal: fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constantFrom(...EDGE_NUMBERS), fc.constantFrom(...RAW_NUMBERS).map((t) => new Raw(t)), fc.constantFrom('1.5', '1e400')),
+    Integer: fc.oneof(
+      fc.integer({ min: -1000, max: 1000 }),
+      fc.constantFrom(...EDGE_NUMBERS),
+      fc.constantFrom(...RAW_NUMBERS).map((t) => new Raw(t)),
+    ),
+    Decimal: fc.oneof(
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      fc.constantFrom(...EDGE_NUMBERS),
+      fc.constantFrom(...RAW_NUMBERS).map((t) => new Raw(t)),
+      fc.constantFrom('1.5', '1e400'),
+    ),
     Boolean: fc.oneof(fc.boolean(), fc.constantFrom<J>('true', 1, 0, 'yes')),
     DateTime: fc.constantFrom(...DATE_TIMES),
     Date: fc.constantFrom(...DATES),
@@ -361,7 +569,10 @@ export function validTypedValueArb(dataType: string): fc.Arbitrary<J> {
 }
 
 /** A sent custom field value the field accepts (exact names and type). */
-export function validSentValueArb(fields: readonly FieldInfo[], names: { key: string; value: string; inner: string } = { key: 'Key', value: 'Value', inner: 'Value' }): fc.Arbitrary<J> {
+export function validSentValueArb(
+  fields: readonly FieldInfo[],
+  names: { key: string; value: string; inner: string } = { key: 'Key', value: 'Value', inner: 'Value' },
+): fc.Arbitrary<J> {
   return fc.constantFrom(...fields).chain((f) => {
     const one = validTypedValueArb(f.dataType).map((v) => obj([f.dataType, obj([names.inner, v])]));
     return (f.isArray ? fc.array(one, { maxLength: 3 }) : one).map((v) => obj([names.key, f.key], [names.value, v]));
@@ -369,29 +580,63 @@ export function validSentValueArb(fields: readonly FieldInfo[], names: { key: st
 }
 
 /** A sent custom field value `{"<DataType>": {"Value": x}}` (or a list of them, or null), names in any case. */
-export function sentValueArb(fields: readonly FieldInfo[], names: { key: string; value: string; inner: string } = { key: 'Key', value: 'Value', inner: 'Value' }): fc.Arbitrary<J> {
+export function sentValueArb(
+  fields: readonly FieldInfo[],
+  names: { key: string; value: string; inner: string } = { key: 'Key', value: 'Value', inner: 'Value' },
+): fc.Arbitrary<J> {
   return fc.constantFrom(...fields).chain((f) => {
-    const typeName = fc.oneof({ weight: 8, arbitrary: fc.constant(f.dataType) }, { weight: 1, arbitrary: fc.mixedCase(fc.constant(f.dataType)) }, { weight: 1, arbitrary: fc.constantFrom(...DATA_TYPE_NAMES, ...PROTO_NAMES) });
+    const typeName = fc.oneof(
+      { weight: 8, arbitrary: fc.constant(f.dataType) },
+      { weight: 1, arbitrary: fc.mixedCase(fc.constant(f.dataType)) },
+      { weight: 1, arbitrary: fc.constantFrom(...DATA_TYPE_NAMES, ...PROTO_NAMES) },
+    );
     const one = fc.tuple(typeName, typedValueArb(f.dataType)).map(([t, v]) => obj([t, obj([names.inner, v])]));
-    const value = f.isArray ? fc.oneof(fc.array(one, { maxLength: 4 }), one) : fc.oneof({ weight: 6, arbitrary: one }, { weight: 1, arbitrary: fc.array(one, { maxLength: 2 }) });
-    const key = fc.oneof({ weight: 8, arbitrary: fc.constant(f.key) }, { weight: 1, arbitrary: fc.mixedCase(fc.constant(f.key)) }, { weight: 1, arbitrary: hostileString({ maxLong: 500 }) });
-    return fc.tuple(key, fc.oneof({ weight: 10, arbitrary: value }, { weight: 1, arbitrary: fc.constant(null) })).map(([k, v]) => obj([names.key, k], [names.value, v]));
+    const value = f.isArray
+      ? fc.oneof(fc.array(one, { maxLength: 4 }), one)
+      : fc.oneof({ weight: 6, arbitrary: one }, { weight: 1, arbitrary: fc.array(one, { maxLength: 2 }) });
+    const key = fc.oneof(
+      { weight: 8, arbitrary: fc.constant(f.key) },
+      { weight: 1, arbitrary: fc.mixedCase(fc.constant(f.key)) },
+      { weight: 1, arbitrary: hostileString({ maxLong: 500 }) },
+    );
+    return fc
+      .tuple(key, fc.oneof({ weight: 10, arbitrary: value }, { weight: 1, arbitrary: fc.constant(null) }))
+      .map(([k, v]) => obj([names.key, k], [names.value, v]));
   });
 }
 
 /** Strings that look like keys and ids of the world, or not. */
 export function hinted(values: readonly string[], maxLong = 2000): fc.Arbitrary<string> {
   return values.length
-    ? fc.oneof({ weight: 8, arbitrary: fc.constantFrom(...values) }, { weight: 1, arbitrary: fc.mixedCase(fc.constantFrom(...values)) }, { weight: 2, arbitrary: hostileString({ maxLong }) })
+    ? fc.oneof(
+        { weight: 8, arbitrary: fc.constantFrom(...values) },
+        { weight: 1, arbitrary: fc.mixedCase(fc.constantFrom(...values)) },
+        { weight: 2, arbitrary: hostileString({ maxLong }) },
+      )
     : hostileString({ maxLong });
 }
 
 /** A forged cursor: base64url of JSON shaped like the service's, with hostile positions. */
 export function forgedCursorArb(w: World): fc.Arbitrary<string> {
   const list = fc.constantFrom('subject', 'structuralEntity', 'user', 'portalUser', 'dataPoint', 'dataExtract', 'outboxMail', '__proto__');
-  const order = fc.constantFrom('Id', 'DisplayName', 'Key', 'hired', 'grade', 'score', 'born', 'starts', 'skills', 'Relevance', 'constructor');
+  const order = fc.constantFrom(
+    'Id',
+    'DisplayName',
+    'Key',
+    'hired',
+    'grade',
+    'score',
+    'born',
+    'starts',
+    'skills',
+    'Relevance',
+    'constructor',
+  );
   const pos = fc.oneof(fc.constantFrom<J>(...DATE_TIMES, ...DATES, ...TIMES, ...EDGE_NUMBERS), hostileString({ maxLong: 3000 }));
-  const id = fc.oneof(fc.constantFrom<J>(...w.subjectIds, ...w.entityKeys, '00000000-0000-0000-0000-000000000000', 1e308, -1), hostileString({ maxLong: 100 }));
+  const id = fc.oneof(
+    fc.constantFrom<J>(...w.subjectIds, ...w.entityKeys, '00000000-0000-0000-0000-000000000000', 1e308, -1),
+    hostileString({ maxLong: 100 }),
+  );
   const shaped = fc.tuple(list, order, pos, id).map((t) => toJson(t as J[]));
   const text = fc.oneof({ weight: 4, arbitrary: shaped }, { weight: 1, arbitrary: anyJ().map(toJson) });
   return fc.oneof(
@@ -437,12 +682,32 @@ export function graphqlOperationArb(schema: GraphQLSchema, w: World): fc.Arbitra
   const stringFor = (name: string, parent: string): fc.Arbitrary<J> => {
     const n = name.toLowerCase();
     if (n === 'after' || n === 'before') return forgedCursorArb(w);
-    if (n === 'orderby') return hinted(['Id', 'DisplayName', 'Key', 'ExternalId', 'Email', 'CreatedAt', ...w.subjectFields.map((f) => f.key), ...w.entityFields.map((f) => f.key)]);
-    if (n === 'searchterm') return fc.oneof(hinted(['Person', 'sales', 'Ann', 'E-1']), fc.integer({ min: 195, max: 205 }).map((k) => 'a'.repeat(k)));
+    if (n === 'orderby')
+      return hinted([
+        'Id',
+        'DisplayName',
+        'Key',
+        'ExternalId',
+        'Email',
+        'CreatedAt',
+        ...w.subjectFields.map((f) => f.key),
+        ...w.entityFields.map((f) => f.key),
+      ]);
+    if (n === 'searchterm')
+      return fc.oneof(
+        hinted(['Person', 'sales', 'Ann', 'E-1']),
+        fc.integer({ min: 195, max: 205 }).map((k) => 'a'.repeat(k)),
+      );
     if (n.includes('extractkey')) return hinted(w.extractKeys);
     if (n === 'datasourcekey') return hinted(w.dataSourceKeys);
     if (n === 'structuretypekey') return hinted(w.structureTypeKeys);
-    if (n === 'parentkey' || n === 'keys' || n === 'structuralentitykeys' || (n === 'key' && (parent === 'Query' || parent === 'UpsertStructuralEntityInput'))) return hinted(w.entityKeys);
+    if (
+      n === 'parentkey' ||
+      n === 'keys' ||
+      n === 'structuralentitykeys' ||
+      (n === 'key' && (parent === 'Query' || parent === 'UpsertStructuralEntityInput'))
+    )
+      return hinted(w.entityKeys);
     if (n === 'key' && parent === 'CustomFieldFilterValues') return hinted(w.subjectFields.map((f) => f.key));
     if (n === 'key') return hinted([...w.extractKeys, ...w.entityKeys]);
     if (n.includes('email')) return hinted(w.emails);
@@ -450,12 +715,23 @@ export function graphqlOperationArb(schema: GraphQLSchema, w: World): fc.Arbitra
     if (n === 'name' || n === 'displayname') return hostileString({ maxLong: 5000 });
     if (n === 'values') return hinted(['E-1001', 'Person 1', '5', 'true']);
     if (n === 'datatype') return fc.oneof(fc.constantFrom(...DATA_TYPE_NAMES), hostileString({ maxLong: 100 }));
-    return fc.oneof({ weight: 3, arbitrary: fc.constantFrom('x', 'sales', 'E-1001', 'Person 1') }, { weight: 1, arbitrary: hostileString({ maxLong: 20_000 }) });
+    return fc.oneof(
+      { weight: 3, arbitrary: fc.constantFrom('x', 'sales', 'E-1001', 'Person 1') },
+      { weight: 1, arbitrary: hostileString({ maxLong: 20_000 }) },
+    );
   };
   const idFor = (name: string): fc.Arbitrary<J> => {
     const n = name.toLowerCase();
-    const ids = n.includes('subject') || n === 'id' || n === 'ids' ? [...w.subjectIds, ...w.subjectGlobalIds, ...w.entityGlobalIds] : [...w.subjectIds, ...w.subjectGlobalIds];
-    return fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...ids) }, { weight: 1, arbitrary: fc.uuid() }, { weight: 2, arbitrary: hostileString({ maxLong: 2000 }) }, { weight: 1, arbitrary: fc.constantFrom<J>(1, 1e308, -0) });
+    const ids =
+      n.includes('subject') || n === 'id' || n === 'ids'
+        ? [...w.subjectIds, ...w.subjectGlobalIds, ...w.entityGlobalIds]
+        : [...w.subjectIds, ...w.subjectGlobalIds];
+    return fc.oneof(
+      { weight: 6, arbitrary: fc.constantFrom(...ids) },
+      { weight: 1, arbitrary: fc.uuid() },
+      { weight: 2, arbitrary: hostileString({ maxLong: 2000 }) },
+      { weight: 1, arbitrary: fc.constantFrom<J>(1, 1e308, -0) },
+    );
   };
   const intFor = (name: string): fc.Arbitrary<J> =>
     name === 'first' || name === 'last'
@@ -469,7 +745,10 @@ export function graphqlOperationArb(schema: GraphQLSchema, w: World): fc.Arbitra
     if (isListType(type)) {
       const item = inputArb(type.ofType, name, parent);
       const named = getNamedType(type);
-      const huge = named.name === 'String' || named.name === 'ID' ? [{ weight: 1, arbitrary: hugeArrayJ(['k', 'sales', w.subjectIds[0] ?? 'x']) }] : [];
+      const huge =
+        named.name === 'String' || named.name === 'ID'
+          ? [{ weight: 1, arbitrary: hugeArrayJ(['k', 'sales', w.subjectIds[0] ?? 'x']) }]
+          : [];
       return fc.oneof({ weight: 24, arbitrary: fc.array(item, { maxLength: 4 }) }, { weight: 2, arbitrary: item }, ...huge);
     }
     const memoKey = `${parent}.${name}:${type.toString()}`;
@@ -492,7 +771,10 @@ export function graphqlOperationArb(schema: GraphQLSchema, w: World): fc.Arbitra
         arb = fc.tuple(fc.tuple(...entries), extra).map(([es, x]) => obj(...es, x));
       }
     } else if (isEnumType(type)) {
-      arb = fc.oneof({ weight: 8, arbitrary: fc.constantFrom(...type.getValues().map((v) => new Enum(v.name))) }, { weight: 1, arbitrary: fc.constantFrom(new Enum('FOO'), new Enum('Ascending'), 'ASCENDING') });
+      arb = fc.oneof(
+        { weight: 8, arbitrary: fc.constantFrom(...type.getValues().map((v) => new Enum(v.name))) },
+        { weight: 1, arbitrary: fc.constantFrom(new Enum('FOO'), new Enum('Ascending'), 'ASCENDING') },
+      );
     } else if (isScalarType(type)) {
       const sensible: Record<string, () => fc.Arbitrary<J>> = {
         String: () => stringFor(name, parent),
@@ -517,15 +799,22 @@ export function graphqlOperationArb(schema: GraphQLSchema, w: World): fc.Arbitra
 
   const argArb = (arg: { name: string; type: GraphQLInputType }, parent: string): fc.Arbitrary<[string, ArgValue] | undefined> => {
     const typeText = arg.type.toString();
-    const declared = fc.oneof({ weight: 12, arbitrary: fc.constant(typeText) }, { weight: 1, arbitrary: fc.constantFrom('String', 'JSON', 'Int!', '[String!]!', 'ID', 'Foo', `${typeText.replace(/!$/, '')}`) });
+    const declared = fc.oneof(
+      { weight: 12, arbitrary: fc.constant(typeText) },
+      { weight: 1, arbitrary: fc.constantFrom('String', 'JSON', 'Int!', '[String!]!', 'ID', 'Foo', `${typeText.replace(/!$/, '')}`) },
+    );
     const value = inputArb(arg.type, arg.name, parent);
     const given = fc.record({ variable: fc.boolean(), type: declared, value }).map((a) => [arg.name, a] as [string, ArgValue]);
-    return isNonNullType(arg.type) ? fc.oneof({ weight: 30, arbitrary: given }, { weight: 1, arbitrary: fc.constant(undefined) }) : fc.option(given, { freq: 2, nil: undefined });
+    return isNonNullType(arg.type)
+      ? fc.oneof({ weight: 30, arbitrary: given }, { weight: 1, arbitrary: fc.constant(undefined) })
+      : fc.option(given, { freq: 2, nil: undefined });
   };
 
   const leafOf = (type: GraphQLNamedType): Sel[] => {
     if (isObjectType(type) || isInterfaceType(type)) {
-      const leaf = Object.values(type.getFields()).find((f) => isLeafType(getNamedType(f.type)) && f.args.every((a) => !isNonNullType(a.type)));
+      const leaf = Object.values(type.getFields()).find(
+        (f) => isLeafType(getNamedType(f.type)) && f.args.every((a) => !isNonNullType(a.type)),
+      );
       return [{ alias: undefined, name: leaf ? leaf.name : '__typename', args: [], sel: undefined }];
     }
     return [{ alias: undefined, name: '__typename', args: [], sel: undefined }];
@@ -533,9 +822,20 @@ export function graphqlOperationArb(schema: GraphQLSchema, w: World): fc.Arbitra
 
   const fieldArb = (f: GraphQLField<unknown, unknown>, parent: string, depth: number): fc.Arbitrary<Sel> => {
     const named = getNamedType(f.type);
-    const sub: fc.Arbitrary<Sel[] | undefined> = isLeafType(named) ? fc.constant(undefined) : depth >= MAX_DEPTH ? fc.constant(leafOf(named)) : fc.constant(null).chain(() => selArb(named, depth + 1));
-    const args = f.args.length ? fc.tuple(...f.args.map((a) => argArb(a, parent))).map((as) => as.filter((a): a is [string, ArgValue] => a !== undefined)) : fc.constant([] as [string, ArgValue][]);
-    return fc.record({ alias: rarely(fc.constantFrom('a', 'b', 'x1', '__proto__', 'constructor'), 6), name: fc.constant(f.name), args, sel: sub });
+    const sub: fc.Arbitrary<Sel[] | undefined> = isLeafType(named)
+      ? fc.constant(undefined)
+      : depth >= MAX_DEPTH
+        ? fc.constant(leafOf(named))
+        : fc.constant(null).chain(() => selArb(named, depth + 1));
+    const args = f.args.length
+      ? fc.tuple(...f.args.map((a) => argArb(a, parent))).map((as) => as.filter((a): a is [string, ArgValue] => a !== undefined))
+      : fc.constant([] as [string, ArgValue][]);
+    return fc.record({
+      alias: rarely(fc.constantFrom('a', 'b', 'x1', '__proto__', 'constructor'), 6),
+      name: fc.constant(f.name),
+      args,
+      sel: sub,
+    });
   };
 
   const selArb = (type: GraphQLNamedType, depth: number): fc.Arbitrary<Sel[]> => {
@@ -593,21 +893,40 @@ export function graphqlOperationArb(schema: GraphQLSchema, w: World): fc.Arbitra
 
   const query = selArb(schema.getQueryType()!, 0).map((s) => render('query', s));
   const mutationType = schema.getMutationType()!;
-  const mutation = fc.oneof(...Object.values(mutationType.getFields()).map((f) => fieldArb(f, mutationType.name, 1))).map((s) => render('mutation', [s]));
+  const mutation = fc
+    .oneof(...Object.values(mutationType.getFields()).map((f) => fieldArb(f, mutationType.name, 1)))
+    .map((s) => render('mutation', [s]));
   return fc.oneof({ weight: 3, arbitrary: query }, { weight: 2, arbitrary: mutation });
 }
 
 /** Documents nested thousands of levels, aliased thousands of times, too long, or not GraphQL at all. */
 export const specialDocumentArb: fc.Arbitrary<string> = fc.oneof(
-  fc.integer({ min: 1, max: 3000 }).map((n) => `query { ${'subjects { edges { node { structuralEntities { edges { node { '.repeat(Math.ceil(n / 6))}__typename${' }'.repeat(Math.ceil(n / 6) * 6)} }`),
+  fc
+    .integer({ min: 1, max: 3000 })
+    .map(
+      (n) =>
+        `query { ${'subjects { edges { node { structuralEntities { edges { node { '.repeat(Math.ceil(n / 6))}__typename${' }'.repeat(Math.ceil(n / 6) * 6)} }`,
+    ),
   fc.integer({ min: 1, max: 3000 }).map((n) => `{ ${'...on Query { '.repeat(n)}__typename${' }'.repeat(n)} }`),
   fc.integer({ min: 1, max: 3000 }).map((n) => `{ subjects(structuralEntityKeys: ${'['.repeat(n)}"x"${']'.repeat(n)}) { totalCount } }`),
-  fc.integer({ min: 1, max: 3000 }).map((n) => `mutation { upsertSubject(input: {customFieldValues: [{key: "x", value: ${'{a: '.repeat(n)}1${'}'.repeat(n)}}]}) { created } }`),
+  fc
+    .integer({ min: 1, max: 3000 })
+    .map(
+      (n) =>
+        `mutation { upsertSubject(input: {customFieldValues: [{key: "x", value: ${'{a: '.repeat(n)}1${'}'.repeat(n)}}]}) { created } }`,
+    ),
   // Aliased fan-out: half within the breadth limit (1000 selected fields), half beyond it.
   fc
     .record({
       n: fc.oneof(fc.integer({ min: 2, max: 500 }), fc.integer({ min: 500, max: 6000 })),
-      f: fc.constantFrom('__typename', 'subjects { totalCount }', 'subjects(searchTerm: "Person {i}") { totalCount }', 'users(first: 1000) { totalCount }', '__schema { queryType { name } }', 'structuralEntities(searchTerm: "s{i}") { totalCount }'),
+      f: fc.constantFrom(
+        '__typename',
+        'subjects { totalCount }',
+        'subjects(searchTerm: "Person {i}") { totalCount }',
+        'users(first: 1000) { totalCount }',
+        '__schema { queryType { name } }',
+        'structuralEntities(searchTerm: "s{i}") { totalCount }',
+      ),
     })
     .map(({ n, f }) => `{ ${Array.from({ length: n }, (_, i) => `a${i}: ${f.replace('{i}', String(i))}`).join(' ')} }`),
   fc.integer({ min: 10_000, max: 40_000 }).map((n) => `{ ${'__typename '.repeat(n)}}`),

@@ -37,7 +37,9 @@ export default async function setup(project: TestProject) {
     project.provide('pgTemplate', name);
     project.provide('pgliteTemplate', '');
     return async () => {
-      const dbs = await sql<{ datname: string }>`SELECT datname FROM pg_database WHERE datname LIKE 'ssdi_t_%' OR datname = ${name}`.execute(admin.db);
+      const dbs = await sql<{
+        datname: string;
+      }>`SELECT datname FROM pg_database WHERE datname LIKE 'ssdi_t_%' OR datname = ${name}`.execute(admin.db);
       for (const { datname } of dbs.rows) await sql`DROP DATABASE IF EXISTS ${sql.id(datname)} WITH (FORCE)`.execute(admin.db);
       await admin.close();
     };

@@ -8,7 +8,10 @@ import { type TestApp, type TestTenant, FULL_CLIENT, createTenant, startApp } fr
 
 const CHROMIUM = '/usr/bin/chromium';
 const hasBrowser = existsSync(CHROMIUM);
-if (!hasBrowser) console.warn(`test/graphiql.test.ts: the browser test is skipped: no browser at ${CHROMIUM} (install it with: apt-get install -y chromium; .ci/run does).`);
+if (!hasBrowser)
+  console.warn(
+    `test/graphiql.test.ts: the browser test is skipped: no browser at ${CHROMIUM} (install it with: apt-get install -y chromium; .ci/run does).`,
+  );
 
 describe('GET /graphql (GraphiQL) over HTTP', () => {
   let app: TestApp;
@@ -69,7 +72,14 @@ describe.skipIf(!hasBrowser)('GraphiQL in a headless browser', () => {
     }
     browser = await puppeteer.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--no-first-run',
+      ],
     });
     page = await browser.newPage();
     await page.setViewport({ width: 1400, height: 900 });
@@ -100,7 +110,7 @@ describe.skipIf(!hasBrowser)('GraphiQL in a headless browser', () => {
     expect((await text('.graphiql-response')).trim()).toBe('');
   });
 
-  it('shows the token endpoint\'s error_description when the credentials are wrong', async () => {
+  it("shows the token endpoint's error_description when the credentials are wrong", async () => {
     await fillForm(tenant.key, FULL_CLIENT.clientId, 'not-the-secret');
     await page.click('#ssdi-token button[type=submit]');
     await page.waitForSelector('#ssdi-status.ssdi-error');

@@ -62,7 +62,10 @@ export async function openTestDatabase(): Promise<DatabaseHandle & { url?: strin
  * before the app is built so PUBLIC_URL (the token issuer) is the address clients really use.
  * `logStream` receives the app's log lines (at LOG_LEVEL, silent by default) instead of stdout.
  */
-export async function startApp(env: Record<string, string> = {}, opts: { plugins?: KyselyPlugin[]; logStream?: DestinationStream } = {}): Promise<TestApp> {
+export async function startApp(
+  env: Record<string, string> = {},
+  opts: { plugins?: KyselyPlugin[]; logStream?: DestinationStream } = {},
+): Promise<TestApp> {
   const handle = await openTestDatabase();
   const appDb = (opts.plugins ?? []).reduce((db, p) => db.withPlugin(p), handle.db);
   const server: Server = createServer();
@@ -96,12 +99,28 @@ export async function startPeer(first: TestApp, env: Record<string, string> = {}
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Instances behind one public URL: tokens of one are valid on the other.
-  const asEnv = Object.fromEntries(Object.entries(first.config).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)]));
+  const asEnv = Object.fromEntries(
+    Object.entries(first.config)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => [k, String(v)]),
+  );
   const config = loadConfig({ ...asEnv, ...env });
   const handle = first.handle.url
-    ? await openDatabase({ databaseUrl: first.handle.url, dataDir: '', poolSize: 10, statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS, onPoolError: () => {} })
+    ? await openDatabase({
+        databaseUrl: first.handle.url,
+        dataDir: '',
+        poolSize: 10,
+        statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+        onPoolError: () => {},
+      })
     : first.handle;
-  const built = await buildApp({ config, db: handle.db, logger: pino({ level: config.LOG_LEVEL }), listen: handle.listen, poolStats: handle.poolStats });
+  const built = await buildApp({
+    config,
+    db: handle.db,
+    logger: pino({ level: config.LOG_LEVEL }),
+    listen: handle.listen,
+    poolStats: handle.poolStats,
+  });
   server.on('request', built.app);
   return {
     url,
@@ -117,7 +136,12 @@ export async function startPeer(first: TestApp, env: Record<string, string> = {}
   };
 }
 
-export const FULL_CLIENT = { clientId: 'full', clientSecret: 'full-client-secret', scopes: ['ServiceApi', 'ServiceDataProviderApi'], permissions: ['*'] };
+export const FULL_CLIENT = {
+  clientId: 'full',
+  clientSecret: 'full-client-secret',
+  scopes: ['ServiceApi', 'ServiceDataProviderApi'],
+  permissions: ['*'],
+};
 
 /** A valid tenant file section with a unique key; `overrides` replace top-level properties. */
 export function tenantConfig(overrides: Record<string, unknown> = {}) {
@@ -197,7 +221,11 @@ export class ApiClient {
     readonly token: string | undefined,
   ) {}
 
-  async request<T = any>(method: string, path: string, opts: { body?: unknown; raw?: string | Uint8Array; headers?: Record<string, string> } = {}): Promise<ApiResponse<T>> {
+  async request<T = any>(
+    method: string,
+    path: string,
+    opts: { body?: unknown; raw?: string | Uint8Array; headers?: Record<string, string> } = {},
+  ): Promise<ApiResponse<T>> {
     const headers: Record<string, string> = { ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) };
     let body: string | Uint8Array | undefined;
     if (opts.raw !== undefined) body = opts.raw;

@@ -9,7 +9,9 @@ let api: ApiClient;
 beforeAll(async () => {
   app = await startApp();
   const base = tenantConfig();
-  api = await (await createTenant(app, { subjectFields: [...base.subjectFields, { key: 'hired', name: 'Hired', dataType: 'DateTime' }] })).client();
+  api = await (
+    await createTenant(app, { subjectFields: [...base.subjectFields, { key: 'hired', name: 'Hired', dataType: 'DateTime' }] })
+  ).client();
 });
 afterAll(() => app?.close());
 
@@ -23,7 +25,12 @@ const person = (n: string, hired: unknown) => ({
 
 describe('issue 9 item 5: date-times both databases can hold', () => {
   it('rejects instants outside years 0001-9999 in UTC and offsets beyond ±14:00, naming the location', async () => {
-    for (const bad of ['0001-01-01T00:00:00+14:00', '9999-12-31T23:00:00-14:00', '2024-05-01T10:00:00+99:99', '2024-05-01T10:00:00+14:30']) {
+    for (const bad of [
+      '0001-01-01T00:00:00+14:00',
+      '9999-12-31T23:00:00-14:00',
+      '2024-05-01T10:00:00+99:99',
+      '2024-05-01T10:00:00+14:30',
+    ]) {
       const r = await api.post('/api/v2/messaging/subject', person(`D-${bad}`, bad));
       expectValidation(r, 'CustomFieldValues[2].Value.DateTime.Value');
     }
@@ -74,7 +81,9 @@ describe('issue 9 items 6 and 7: paths and the GraphQL endpoint', () => {
 
   it('answers GET variables that are not a JSON object with a coded GraphQL error', async () => {
     for (const v of ['garbage', '[1]', '"x"']) {
-      const r = await fetch(`${app.url}/graphql?query=${encodeURIComponent('{ __typename }')}&variables=${encodeURIComponent(v)}`, { headers: auth() });
+      const r = await fetch(`${app.url}/graphql?query=${encodeURIComponent('{ __typename }')}&variables=${encodeURIComponent(v)}`, {
+        headers: auth(),
+      });
       expect(r.status, v).toBe(400);
       expect((await r.json()).errors[0].extensions.code).toBe('BAD_REQUEST');
     }
@@ -111,8 +120,21 @@ describe('issue 9 items 4 and 8: long lists', () => {
     expect(tooMany.body.errors[0].extensions.code).toBe('BAD_REQUEST');
     const id = (await api.post('/api/v2/messaging/subject', person('K-1', '2024-05-01T10:00:00Z'))).body.internalId;
     expectValidation(await api.put(`/api/v1/subject/${id}/structuralEntities`, { Keys: many.slice(0, 40_000) }), 'Keys');
-    expectValidation(await api.get(`/api/v2/subject?StructuralEntityKeys=${many.slice(0, 1001).map((k) => k.slice(2)).join(',')}`), 'StructuralEntityKeys');
-    expectValidation(await api.post('/api/v2/messaging/subject', { CustomFieldValues: [{ Key: 'fullName', Value: { String: { Value: 'x'.repeat(70_000) } } }] }), 'CustomFieldValues[0].Value.String.Value');
+    expectValidation(
+      await api.get(
+        `/api/v2/subject?StructuralEntityKeys=${many
+          .slice(0, 1001)
+          .map((k) => k.slice(2))
+          .join(',')}`,
+      ),
+      'StructuralEntityKeys',
+    );
+    expectValidation(
+      await api.post('/api/v2/messaging/subject', {
+        CustomFieldValues: [{ Key: 'fullName', Value: { String: { Value: 'x'.repeat(70_000) } } }],
+      }),
+      'CustomFieldValues[0].Value.String.Value',
+    );
   });
 });
 
@@ -123,31 +145,52 @@ describe('issue 9 items 1-3: names, nesting and text the database cannot hold', 
       expect(r.status, q).toBe(200);
       expect((await api.get(`/api/v1/structuralEntity?${q}`)).status, q).toBe(200);
     }
-    const put = await api.request('PUT', '/api/v1/structuralEntity', { raw: '{"constructor": 1, "__proto__": {"Key": "x"}, "Key": "proto-test", "DisplayName": "P", "StructureTypeKey": "company"}', headers: { 'content-type': 'application/json' } });
+    const put = await api.request('PUT', '/api/v1/structuralEntity', {
+      raw: '{"constructor": 1, "__proto__": {"Key": "x"}, "Key": "proto-test", "DisplayName": "P", "StructureTypeKey": "company"}',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(put.status).toBe(201);
     expect(put.body.Key).toBe('proto-test');
     const id = (await api.post('/api/v2/messaging/subject', person('P-1', '2024-05-01T10:00:00Z'))).body.internalId;
-    const patch = await api.request('PATCH', `/api/v2/subject/${id}`, { raw: '{"CustomFields": [{"__proto__": {"Key": "fullName"}, "constructor": {}}]}', headers: { 'content-type': 'application/json' } });
+    const patch = await api.request('PATCH', `/api/v2/subject/${id}`, {
+      raw: '{"CustomFields": [{"__proto__": {"Key": "fullName"}, "constructor": {}}]}',
+      headers: { 'content-type': 'application/json' },
+    });
     expect(patch.status).toBe(400);
     expect(patch.headers.get('content-type')).toMatch(/problem\+json/);
   });
 
   it('refuses a body nested thousands of levels with 400 naming it, before walking it', async () => {
     const deep = `${'['.repeat(5000)}${']'.repeat(5000)}`;
-    for (const [method, path] of [['PUT', '/api/v1/structuralEntity'], ['POST', '/api/v2/messaging/subject']] as const) {
+    for (const [method, path] of [
+      ['PUT', '/api/v1/structuralEntity'],
+      ['POST', '/api/v2/messaging/subject'],
+    ] as const) {
       const r = await api.request(method, path, { raw: `{"CustomFieldValues": ${deep}}`, headers: { 'content-type': 'application/json' } });
       expectValidation(r, '$');
     }
-    const g = await api.request('POST', '/graphql', { raw: JSON.stringify({ query: 'query($v: JSON) { __typename }', variables: { v: JSON.parse(`${'['.repeat(100)}${']'.repeat(100)}`) } }), headers: { 'content-type': 'application/json' } });
+    const g = await api.request('POST', '/graphql', {
+      raw: JSON.stringify({
+        query: 'query($v: JSON) { __typename }',
+        variables: { v: JSON.parse(`${'['.repeat(100)}${']'.repeat(100)}`) },
+      }),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(g.status).toBe(400);
   });
 
   it('rejects lone UTF-16 surrogates wherever text enters, naming the location, writing nothing', async () => {
     const lone = 'bad\udc00name';
-    const entity = await api.request('PUT', '/api/v1/structuralEntity', { raw: JSON.stringify({ Key: 'sur', DisplayName: lone, StructureTypeKey: 'company' }), headers: { 'content-type': 'application/json' } });
+    const entity = await api.request('PUT', '/api/v1/structuralEntity', {
+      raw: JSON.stringify({ Key: 'sur', DisplayName: lone, StructureTypeKey: 'company' }),
+      headers: { 'content-type': 'application/json' },
+    });
     expectValidation(entity, 'DisplayName');
     expect((await api.get('/api/v1/structuralEntity/sur')).status).toBe(404);
-    const subject = await api.request('POST', '/api/v2/messaging/subject', { raw: JSON.stringify(person(`S-${lone}`, '2024-05-01T10:00:00Z')), headers: { 'content-type': 'application/json' } });
+    const subject = await api.request('POST', '/api/v2/messaging/subject', {
+      raw: JSON.stringify(person(`S-${lone}`, '2024-05-01T10:00:00Z')),
+      headers: { 'content-type': 'application/json' },
+    });
     expectValidation(subject, 'CustomFieldValues[0].Value.String.Value');
     const query = await api.get(`/api/v2/subject?SearchTerm=${encodeURIComponent('a')}%ED%B0%80`);
     expect(query.status).toBe(400);

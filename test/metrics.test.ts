@@ -34,7 +34,9 @@ describe('GET /metrics', () => {
     expect(m.text).toMatch(/http_requests_total\{method="GET",route="\/api\/v1\/structuralEntity",status="200"\} 1/);
     // The template, not the id: one series whatever the subject.
     expect(m.text).toMatch(/http_requests_total\{method="GET",route="\/api\/v2\/subject\/:subjectId",status="404"\} 1/);
-    expect(m.text).toMatch(/http_request_duration_seconds_bucket\{le="0.5",method="GET",route="\/api\/v1\/structuralEntity",status="200"\} 1/);
+    expect(m.text).toMatch(
+      /http_request_duration_seconds_bucket\{le="0.5",method="GET",route="\/api\/v1\/structuralEntity",status="200"\} 1/,
+    );
     expect(m.text).toMatch(/http_requests_total\{method="POST",route="\/graphql",status="200"\} 2/);
     expect(m.text).toMatch(/graphql_operations_total\{operation="ListThem",outcome="ok"\} 1/);
     expect(m.text).toMatch(/graphql_operations_total\{operation="Broken",outcome="error"\} 1/);

@@ -64,7 +64,7 @@ describe('GET /openapi.json', () => {
     expect(strict.map((p) => `${p.severity} ${p.ruleId}`)).toContain('error tag-description');
   });
 
-  it('has the oauth2 client-credentials scheme whose tokenUrl is the service\'s /connect/token', async () => {
+  it("has the oauth2 client-credentials scheme whose tokenUrl is the service's /connect/token", async () => {
     const scheme = doc.components?.securitySchemes?.oauth2;
     expect(scheme?.type).toBe('oauth2');
     const flow = scheme.flows?.clientCredentials;
@@ -73,7 +73,10 @@ describe('GET /openapi.json', () => {
     expect(flow.tokenUrl).toBe(`${app.url}/connect/token`);
     expect(Object.keys(flow.scopes).sort()).toEqual(['ServiceApi', 'ServiceDataProviderApi']);
     // The documented token URL really issues tokens (here: a well-formed request without a client → 401).
-    const res = await fetch(flow.tokenUrl, { method: 'POST', body: new URLSearchParams({ grant_type: 'client_credentials', tenant_key: 'x' }) });
+    const res = await fetch(flow.tokenUrl, {
+      method: 'POST',
+      body: new URLSearchParams({ grant_type: 'client_credentials', tenant_key: 'x' }),
+    });
     expect(res.status).toBe(401);
     expect(((await res.json()) as { error: string }).error).toBe('invalid_client');
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
@@ -94,7 +97,7 @@ describe('GET /openapi.json', () => {
     }
   });
 
-  it('every operation requires the oauth2 scheme (or a bearer token) with the route\'s scopes and documents its errors as problem+json', () => {
+  it("every operation requires the oauth2 scheme (or a bearer token) with the route's scopes and documents its errors as problem+json", () => {
     const PROBLEM = { $ref: '#/components/schemas/ProblemDetails' };
     const VALIDATION = { $ref: '#/components/schemas/ValidationProblemDetails' };
     for (const r of routes) {
@@ -110,7 +113,11 @@ describe('GET /openapi.json', () => {
         expect(Object.keys(content), `${r.operationId} ${code}`).toEqual(['application/problem+json']);
         expect(content['application/problem+json'].schema, `${r.operationId} ${code}`).toEqual(code === '400' ? VALIDATION : PROBLEM);
         // Each example is what the service answers: the status and title of the code.
-        expect(content['application/problem+json'].example, `${r.operationId} ${code}`).toMatchObject({ status: Number(code), title: expect.any(String), traceId: expect.any(String) });
+        expect(content['application/problem+json'].example, `${r.operationId} ${code}`).toMatchObject({
+          status: Number(code),
+          title: expect.any(String),
+          traceId: expect.any(String),
+        });
       }
       expect(op.responses['401'].headers?.['WWW-Authenticate']?.schema, r.operationId).toEqual({ type: 'string' });
       if (r.body) {
@@ -121,7 +128,10 @@ describe('GET /openapi.json', () => {
     }
     const problem = doc.components.schemas.ProblemDetails;
     expect(problem.required).toEqual(expect.arrayContaining(['type', 'title', 'status', 'traceId']));
-    expect(doc.components.schemas.ValidationProblemDetails.properties.errors).toMatchObject({ type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } } });
+    expect(doc.components.schemas.ValidationProblemDetails.properties.errors).toMatchObject({
+      type: 'object',
+      additionalProperties: { type: 'array', items: { type: 'string' } },
+    });
   });
 
   it('documents the 401 challenge as the service sends it', async () => {
@@ -134,7 +144,11 @@ describe('GET /openapi.json', () => {
 
   it('has a license, and a description for every tag it uses', () => {
     expect(doc.info.license).toEqual({ name: 'MIT', identifier: 'MIT' });
-    const used = new Set(Object.values(doc.paths as Record<string, Record<string, { tags: string[] }>>).flatMap((ops) => Object.values(ops).flatMap((op) => op.tags)));
+    const used = new Set(
+      Object.values(doc.paths as Record<string, Record<string, { tags: string[] }>>).flatMap((ops) =>
+        Object.values(ops).flatMap((op) => op.tags),
+      ),
+    );
     expect(doc.tags.map((t: { name: string }) => t.name).sort()).toEqual([...used].sort());
     for (const t of doc.tags) expect(t.description, t.name).toMatch(/\S/);
     for (const r of routes) {
@@ -149,20 +163,53 @@ describe('GET /openapi.json', () => {
       const op = doc.paths[openApiPath(r.path)][r.method];
       const params: { name: string; in: string; required: boolean }[] = op.parameters ?? [];
       const pathNames = [...r.path.matchAll(/:(\w+)/g)].map((m) => m[1]);
-      expect(params.filter((p) => p.in === 'path').map((p) => p.name).sort(), r.operationId).toEqual(pathNames.sort());
+      expect(
+        params
+          .filter((p) => p.in === 'path')
+          .map((p) => p.name)
+          .sort(),
+        r.operationId,
+      ).toEqual(pathNames.sort());
       for (const p of params.filter((x) => x.in === 'path')) expect(p.required).toBe(true);
-      expect(params.filter((p) => p.in === 'query').map((p) => p.name).sort(), r.operationId).toEqual(shapeKeys(r.query).sort());
+      expect(
+        params
+          .filter((p) => p.in === 'query')
+          .map((p) => p.name)
+          .sort(),
+        r.operationId,
+      ).toEqual(shapeKeys(r.query).sort());
     }
   });
 });
 
 // Client generators name their types after the component schemas: every body and answer is a named one.
 const NAMED = [
-  'Subject', 'SubjectWithLocations', 'SubjectPage', 'SubjectEdge', 'StructuralEntity', 'StructuralEntityPage', 'StructuralEntityEdge',
-  'SubjectPortalUser', 'SubjectPortalUserPage', 'PageInfo', 'CamelCasePageInfo', 'User', 'ProblemDetails', 'ValidationProblemDetails',
-  'UpsertSubjectRequest', 'UpsertSubjectResponse', 'UpdateSubjectRequest', 'AddSubjectToLocationRequest', 'UpsertStructuralEntityRequest',
-  'InviteSubjectToPortalRequest', 'CustomFieldValueInput', 'RefreshDataSetResponse', 'DataChangeCreationOrUpdateRequest',
-  'DataChangeRemovalRequest', 'DataChangeResponse', 'DataPoint',
+  'Subject',
+  'SubjectWithLocations',
+  'SubjectPage',
+  'SubjectEdge',
+  'StructuralEntity',
+  'StructuralEntityPage',
+  'StructuralEntityEdge',
+  'SubjectPortalUser',
+  'SubjectPortalUserPage',
+  'PageInfo',
+  'CamelCasePageInfo',
+  'User',
+  'ProblemDetails',
+  'ValidationProblemDetails',
+  'UpsertSubjectRequest',
+  'UpsertSubjectResponse',
+  'UpdateSubjectRequest',
+  'AddSubjectToLocationRequest',
+  'UpsertStructuralEntityRequest',
+  'InviteSubjectToPortalRequest',
+  'CustomFieldValueInput',
+  'RefreshDataSetResponse',
+  'DataChangeCreationOrUpdateRequest',
+  'DataChangeRemovalRequest',
+  'DataChangeResponse',
+  'DataPoint',
 ];
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
@@ -173,9 +220,11 @@ describe('GET /openapi.json for client generators', () => {
     const named = (schema: any) => (schema.type === 'array' ? schema.items : schema);
     for (const r of routes) {
       const op = at(r);
-      if (r.body) expect(named(op.requestBody.content['application/json'].schema).$ref, r.operationId).toMatch(/^#\/components\/schemas\/\w+$/);
+      if (r.body)
+        expect(named(op.requestBody.content['application/json'].schema).$ref, r.operationId).toMatch(/^#\/components\/schemas\/\w+$/);
       for (const [status, res] of Object.entries<any>(op.responses)) {
-        for (const media of Object.values<any>(res.content ?? {})) expect(named(media.schema).$ref, `${r.operationId} ${status}`).toMatch(/^#\/components\/schemas\/\w+$/);
+        for (const media of Object.values<any>(res.content ?? {}))
+          expect(named(media.schema).$ref, `${r.operationId} ${status}`).toMatch(/^#\/components\/schemas\/\w+$/);
       }
     }
     // Every reference resolves, and the envelopes refer to their nodes.
@@ -187,28 +236,45 @@ describe('GET /openapi.json for client generators', () => {
     expect(doc.components.schemas.StructuralEntityPage.properties.Edges.items).toEqual(ref('StructuralEntityEdge'));
     expect(doc.components.schemas.SubjectPortalUserPage.properties.edges.items).toEqual(ref('SubjectPortalUserEdge'));
     expect(doc.paths['/api/v2/messaging/subject'].post.requestBody.content['application/json'].schema).toEqual(ref('UpsertSubjectRequest'));
-    expect(doc.paths['/api/v2/messaging/subject'].post.responses['201'].content['application/json'].schema).toEqual(ref('UpsertSubjectResponse'));
-    expect(doc.paths['/api/v1/structuralEntity'].put.requestBody.content['application/json'].schema).toEqual(ref('UpsertStructuralEntityRequest'));
-    expect(doc.paths['/api/v2/subject/{subjectId}'].patch.requestBody.content['application/json'].schema).toEqual(ref('UpdateSubjectRequest'));
+    expect(doc.paths['/api/v2/messaging/subject'].post.responses['201'].content['application/json'].schema).toEqual(
+      ref('UpsertSubjectResponse'),
+    );
+    expect(doc.paths['/api/v1/structuralEntity'].put.requestBody.content['application/json'].schema).toEqual(
+      ref('UpsertStructuralEntityRequest'),
+    );
+    expect(doc.paths['/api/v2/subject/{subjectId}'].patch.requestBody.content['application/json'].schema).toEqual(
+      ref('UpdateSubjectRequest'),
+    );
   });
 
   it('types the query parameters as the contract says', () => {
     const param = (p: string, m: string, name: string) => doc.paths[p][m].parameters.find((x: { name: string }) => x.name === name);
-    for (const [p, m] of [['/api/v2/subject', 'get'], ['/api/v1/structuralEntity', 'get'], ['/api/v1/subject/{subjectId}/subjectAccessUsers', 'get']]) {
+    for (const [p, m] of [
+      ['/api/v2/subject', 'get'],
+      ['/api/v1/structuralEntity', 'get'],
+      ['/api/v1/subject/{subjectId}/subjectAccessUsers', 'get'],
+    ]) {
       expect(param(p!, m!, 'First').schema, p).toEqual({ type: 'integer', minimum: 0, maximum: 1000 });
       expect(param(p!, m!, 'Last').schema, p).toEqual({ type: 'integer', minimum: 0, maximum: 1000 });
       expect(param(p!, m!, 'OrderDirection').schema, p).toEqual({ type: 'string', enum: ['Ascending', 'Descending'] });
       expect(param(p!, m!, 'After').schema, p).toEqual({ type: 'string' });
     }
     expect(param('/api/v2/subject', 'get', 'IncludeDescendants').schema).toEqual({ type: 'boolean' });
-    expect(param('/api/v2/subject', 'get', 'customFieldValueFilter.match').schema).toEqual({ type: 'string', enum: ['ExactAll', 'ExactAny'] });
-    expect(param('/api/v2/subject', 'get', 'StructuralEntityKeys')).toMatchObject({ schema: { type: 'array', items: { type: 'string' } }, style: 'form', explode: true });
+    expect(param('/api/v2/subject', 'get', 'customFieldValueFilter.match').schema).toEqual({
+      type: 'string',
+      enum: ['ExactAll', 'ExactAny'],
+    });
+    expect(param('/api/v2/subject', 'get', 'StructuralEntityKeys')).toMatchObject({
+      schema: { type: 'array', items: { type: 'string' } },
+      style: 'form',
+      explode: true,
+    });
     expect(param('/api/v1/structuralEntity', 'get', 'SubjectAssignable').schema).toEqual({ type: 'boolean' });
     expect(param('/api/v1/structuralEntity', 'get', 'Depth').schema).toMatchObject({ type: 'integer' });
     expect(param('/api/v1/users', 'get', 'includeInactive').schema).toEqual({ type: 'boolean' });
   });
 
-  it('has an example for every operation, each one valid for the route\'s own schemas', () => {
+  it("has an example for every operation, each one valid for the route's own schemas", () => {
     for (const r of routes) {
       const op = doc.paths[openApiPath(r.path)][r.method];
       const examples = [
@@ -240,11 +306,16 @@ describe('GET /openapi.json for client generators', () => {
       for (const [m, op] of Object.entries<any>(ops)) {
         const at = `paths[${JSON.stringify(p)}][${JSON.stringify(m)}]`;
         const body = op.requestBody?.content?.['application/json']?.example;
-        if (body !== undefined) typed.push(`export const body_${op.operationId}: NonNullable<${at}['requestBody']>['content']['application/json'] = ${JSON.stringify(body)};`);
+        if (body !== undefined)
+          typed.push(
+            `export const body_${op.operationId}: NonNullable<${at}['requestBody']>['content']['application/json'] = ${JSON.stringify(body)};`,
+          );
         for (const [status, res] of Object.entries<any>(op.responses)) {
           for (const [media, content] of Object.entries<any>(res.content ?? {})) {
             if (content.example === undefined) continue;
-            typed.push(`export const answer_${op.operationId}_${status}: ${at}['responses'][${status}]['content'][${JSON.stringify(media)}] = ${JSON.stringify(content.example)};`);
+            typed.push(
+              `export const answer_${op.operationId}_${status}: ${at}['responses'][${status}]['content'][${JSON.stringify(media)}] = ${JSON.stringify(content.example)};`,
+            );
           }
         }
       }
@@ -293,7 +364,10 @@ ${typed.join('\n')}
         types: [],
       });
       const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => {
-        const where = d.file && d.start !== undefined ? `${path.basename(d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1} ` : '';
+        const where =
+          d.file && d.start !== undefined
+            ? `${path.basename(d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1} `
+            : '';
         return `${where}${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
       });
       expect(diagnostics).toEqual([]);

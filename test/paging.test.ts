@@ -220,7 +220,15 @@ async function walkForward(fetch: Fetch, expected: string[], size: number, extra
   if (cursors.length > 0) {
     // After the last item: an empty page that still knows what lies before it.
     const beyond = await fetch({ ...extra, first: size, after: cursors[cursors.length - 1]! });
-    expect(beyond).toEqual({ keys: [], cursors: [], hasNextPage: false, hasPreviousPage: true, startCursor: null, endCursor: null, totalCount: expected.length });
+    expect(beyond).toEqual({
+      keys: [],
+      cursors: [],
+      hasNextPage: false,
+      hasPreviousPage: true,
+      startCursor: null,
+      endCursor: null,
+      totalCount: expected.length,
+    });
   }
   return cursors;
 }
@@ -248,7 +256,15 @@ async function walkBackward(fetch: Fetch, expected: string[], size: number, extr
   expect(end).toBe(0);
   if (cursors.length > 0) {
     const beyond = await fetch({ ...extra, last: size, before: cursors[0]! });
-    expect(beyond).toEqual({ keys: [], cursors: [], hasNextPage: true, hasPreviousPage: false, startCursor: null, endCursor: null, totalCount: expected.length });
+    expect(beyond).toEqual({
+      keys: [],
+      cursors: [],
+      hasNextPage: true,
+      hasPreviousPage: false,
+      startCursor: null,
+      endCursor: null,
+      totalCount: expected.length,
+    });
   }
   return cursors;
 }
@@ -264,7 +280,10 @@ async function walkBoth(fetch: Fetch, expected: string[], size: number, extra: P
 /** D5/D6: a 400 problem+json naming one of `locations`. */
 function expect400(r: ApiResponse, ...locations: string[]) {
   const named = Object.keys(expectProblem(r, 400).errors ?? {});
-  expect(named.some((n) => locations.includes(n)), `errors ${JSON.stringify(r.body.errors)} should name ${locations.join(' or ')}`).toBe(true);
+  expect(
+    named.some((n) => locations.includes(n)),
+    `errors ${JSON.stringify(r.body.errors)} should name ${locations.join(' or ')}`,
+  ).toBe(true);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -303,7 +322,14 @@ describe('REST: forward and backward walks (D6)', () => {
 
   it('one page holding everything, and pages of 1', async () => {
     await walkBoth(fetch, expectedOrder(ENTITIES, ORDERINGS.Key!), 1000);
-    await walkBoth(restFetch(api, { Depth: '1' }), expectedOrder(ENTITIES.filter((e) => e.depth === 1), ORDERINGS.Key!), 1);
+    await walkBoth(
+      restFetch(api, { Depth: '1' }),
+      expectedOrder(
+        ENTITIES.filter((e) => e.depth === 1),
+        ORDERINGS.Key!,
+      ),
+      1,
+    );
   });
 
   // D6: neither First nor Last given: First = 20.
@@ -334,19 +360,51 @@ describe('REST: forward and backward walks (D6)', () => {
     const expected = expectedOrder(ENTITIES, ORDERINGS.Key!);
     const c = await walkForward(fetch, expected, 1000);
     const w = (args: PageArgs) => fetch(args);
-    expect(await w({ first: 5, after: c[10]!, before: c[30]! })).toMatchObject({ keys: expected.slice(11, 16), hasNextPage: true, hasPreviousPage: true, totalCount: N });
-    expect(await w({ last: 5, after: c[10]!, before: c[30]! })).toMatchObject({ keys: expected.slice(25, 30), hasNextPage: true, hasPreviousPage: true, totalCount: N });
-    expect(await w({ first: 30, after: c[10]!, before: c[20]! })).toMatchObject({ keys: expected.slice(11, 20), hasNextPage: true, hasPreviousPage: true });
-    expect(await w({ last: 30, after: c[10]!, before: c[20]! })).toMatchObject({ keys: expected.slice(11, 20), hasNextPage: true, hasPreviousPage: true });
+    expect(await w({ first: 5, after: c[10]!, before: c[30]! })).toMatchObject({
+      keys: expected.slice(11, 16),
+      hasNextPage: true,
+      hasPreviousPage: true,
+      totalCount: N,
+    });
+    expect(await w({ last: 5, after: c[10]!, before: c[30]! })).toMatchObject({
+      keys: expected.slice(25, 30),
+      hasNextPage: true,
+      hasPreviousPage: true,
+      totalCount: N,
+    });
+    expect(await w({ first: 30, after: c[10]!, before: c[20]! })).toMatchObject({
+      keys: expected.slice(11, 20),
+      hasNextPage: true,
+      hasPreviousPage: true,
+    });
+    expect(await w({ last: 30, after: c[10]!, before: c[20]! })).toMatchObject({
+      keys: expected.slice(11, 20),
+      hasNextPage: true,
+      hasPreviousPage: true,
+    });
     expect(await w({ first: 5, after: c[10]!, before: c[11]! })).toEqual({
-      keys: [], cursors: [], hasNextPage: true, hasPreviousPage: true, startCursor: null, endCursor: null, totalCount: N,
+      keys: [],
+      cursors: [],
+      hasNextPage: true,
+      hasPreviousPage: true,
+      startCursor: null,
+      endCursor: null,
+      totalCount: N,
     });
     expect(await w({ last: 5, before: c[3]! })).toMatchObject({ keys: expected.slice(0, 3), hasNextPage: true, hasPreviousPage: false });
     expect(await w({ first: 5, before: c[3]! })).toMatchObject({ keys: expected.slice(0, 3), hasNextPage: true, hasPreviousPage: false });
     expect(await w({ first: 5, after: c[53]! })).toMatchObject({ keys: expected.slice(54), hasNextPage: false, hasPreviousPage: true });
     expect(await w({ last: 5, after: c[53]! })).toMatchObject({ keys: expected.slice(54), hasNextPage: false, hasPreviousPage: true });
-    expect(await w({ first: 10, after: c[50]!, before: c[56]! })).toMatchObject({ keys: expected.slice(51, 56), hasNextPage: true, hasPreviousPage: true });
-    expect(await w({ last: 2, after: c[0]!, before: c[N - 1]! })).toMatchObject({ keys: expected.slice(N - 3, N - 1), hasNextPage: true, hasPreviousPage: true });
+    expect(await w({ first: 10, after: c[50]!, before: c[56]! })).toMatchObject({
+      keys: expected.slice(51, 56),
+      hasNextPage: true,
+      hasPreviousPage: true,
+    });
+    expect(await w({ last: 2, after: c[0]!, before: c[N - 1]! })).toMatchObject({
+      keys: expected.slice(N - 3, N - 1),
+      hasNextPage: true,
+      hasPreviousPage: true,
+    });
   });
 
   it('a cursor from the middle of a tied ordering continues right after its item (keyset)', async () => {
@@ -369,7 +427,10 @@ describe('REST: forward and backward walks (D6)', () => {
       const subset = ENTITIES.filter(keep);
       expect(subset.length).toBeGreaterThan(0);
       await walkBoth(restFetch(api, f), expectedOrder(subset, ORDERINGS.Key!), 6);
-      await walkForward(restFetch(api, f), expectedOrder(subset, ORDERINGS.headcount!, 'desc'), 8, { orderBy: 'headcount', orderDirection: 'Descending' });
+      await walkForward(restFetch(api, f), expectedOrder(subset, ORDERINGS.headcount!, 'desc'), 8, {
+        orderBy: 'headcount',
+        orderDirection: 'Descending',
+      });
     }
   });
 
@@ -425,7 +486,9 @@ describe('REST: OrderBy and OrderDirection (D6)', () => {
     expect(ENTITIES.find((e) => e.key === 'e19')!.headcount).toBe(10);
     expect(asc.indexOf('e14')).toBeLessThan(asc.indexOf('e19'));
     expect(desc.indexOf('e19')).toBeLessThan(desc.indexOf('e14'));
-    const missing = ENTITIES.filter((e) => e.headcount === undefined).map((e) => e.key).sort(ordinal);
+    const missing = ENTITIES.filter((e) => e.headcount === undefined)
+      .map((e) => e.key)
+      .sort(ordinal);
     expect(missing.length).toBeGreaterThan(5);
     expect(asc.slice(-missing.length)).toEqual(missing);
     expect(desc.slice(0, missing.length)).toEqual([...missing].reverse());
@@ -451,12 +514,18 @@ describe('REST: OrderBy and OrderDirection (D6)', () => {
     for (const dir of ['Descending', 'descending', 'DESCENDING', 'dEsCeNdInG']) {
       const r = await api.get(`${PATH}?OrderBy=DisplayName&OrderDirection=${dir}&First=10`);
       expect(r.status).toBe(200);
-      expect(r.body.Edges.map((e: any) => e.Node.Key), dir).toEqual(desc);
+      expect(
+        r.body.Edges.map((e: any) => e.Node.Key),
+        dir,
+      ).toEqual(desc);
     }
     const asc = expectedOrder(ENTITIES, ORDERINGS.DisplayName!).slice(0, 10);
     for (const dir of ['ascending', 'ASCENDING']) {
       const r = await api.get(`${PATH}?orderby=DisplayName&orderdirection=${dir}&first=10`);
-      expect(r.body.Edges.map((e: any) => e.Node.Key), dir).toEqual(asc);
+      expect(
+        r.body.Edges.map((e: any) => e.Node.Key),
+        dir,
+      ).toEqual(asc);
     }
     expect400(await api.get(`${PATH}?OrderDirection=Down`), 'OrderDirection');
     expect400(await api.get(`${PATH}?OrderDirection=`), 'OrderDirection');
@@ -512,7 +581,15 @@ describe('REST: bounds and bad cursors (D6)', () => {
 
   // D6: a cursor that does not decode into a position of this list's ordering: 400.
   it('garbage cursors: 400 naming After or Before', async () => {
-    const garbage = ['not a cursor!', 'abc', '%%%', b64({ list: 'structuralEntity' }), b64([1, 2, 3, 4]), b64(['structuralEntity', 'Key', 'x']), Buffer.from('[oops').toString('base64url')];
+    const garbage = [
+      'not a cursor!',
+      'abc',
+      '%%%',
+      b64({ list: 'structuralEntity' }),
+      b64([1, 2, 3, 4]),
+      b64(['structuralEntity', 'Key', 'x']),
+      Buffer.from('[oops').toString('base64url'),
+    ];
     for (const g of garbage) {
       expect400(await api.get(`${PATH}?After=${encodeURIComponent(g)}`), 'After');
       expect400(await api.get(`${PATH}?Last=3&Before=${encodeURIComponent(g)}`), 'Before');
@@ -532,7 +609,7 @@ describe('REST: bounds and bad cursors (D6)', () => {
     expect400(await api.get(`${PATH}?After=${b64(['subject', 'Key', 'e01', 'e01'])}`), 'After');
   });
 
-  it('a cursor whose position does not fit the ordering\'s type: 400, not a failed cast', async () => {
+  it("a cursor whose position does not fit the ordering's type: 400, not a failed cast", async () => {
     const forged: [string, unknown[]][] = [
       ['headcount', ['structuralEntity', 'headcount', 'abc', 'e01']],
       ['headcount', ['structuralEntity', 'headcount', '99999999999', 'e01']],
@@ -583,10 +660,21 @@ describe('GraphQL: structuralEntities and children (D6, D11)', () => {
     expect(children).toHaveLength(30);
     const fetch = gqlFetch(api, 'e00');
     await walkBoth(fetch, expectedOrder(children, ORDERINGS.Key!), 8);
-    await walkBoth(fetch, expectedOrder(children, ORDERINGS.DisplayName!, 'desc'), 7, { orderBy: 'DisplayName', orderDirection: 'DESCENDING' });
+    await walkBoth(fetch, expectedOrder(children, ORDERINGS.DisplayName!, 'desc'), 7, {
+      orderBy: 'DisplayName',
+      orderDirection: 'DESCENDING',
+    });
     await walkBoth(fetch, expectedOrder(children, ORDERINGS.budget!), 12, { orderBy: 'budget' });
     const leaf = await gqlFetch(api, 'e56')({ first: 5 });
-    expect(leaf).toEqual({ keys: [], cursors: [], hasNextPage: false, hasPreviousPage: false, startCursor: null, endCursor: null, totalCount: 0 });
+    expect(leaf).toEqual({
+      keys: [],
+      cursors: [],
+      hasNextPage: false,
+      hasPreviousPage: false,
+      startCursor: null,
+      endCursor: null,
+      totalCount: 0,
+    });
   });
 
   it('children default to First 20', async () => {

@@ -15,7 +15,13 @@ import { SmtpSink } from './smtp-sink.js';
 // several instances on one database without losing or duplicating a mail; removal before sending
 // cancels it; a dead letter after MAIL_MAX_ATTEMPTS is kept and logged. docs/portal-outbox.md.
 
-const PORTAL = { selfAccessEnabled: true, thirdPartyAccessEnabled: true, emailFieldKey: 'email', displayNameFieldKey: 'fullName', invitationFieldKeys: ['email'] };
+const PORTAL = {
+  selfAccessEnabled: true,
+  thirdPartyAccessEnabled: true,
+  emailFieldKey: 'email',
+  displayNameFieldKey: 'fullName',
+  invitationFieldKeys: ['email'],
+};
 const FROM = 'Acme Portal <portal@mail.example.test>';
 const MESSAGE_ID = /^<[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}@mail\.example\.test>$/;
 /** Short backoff and polling so retries happen within a test (the mechanism is the production one). */
@@ -35,7 +41,14 @@ async function startInstance(db: Db, env: Record<string, string>, opts: { public
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'info', PUBLIC_URL: opts.publicUrl ?? url, DATA_DIR: '/nonexistent', ...MAIL_ENV, ...env });
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'info',
+    PUBLIC_URL: opts.publicUrl ?? url,
+    DATA_DIR: '/nonexistent',
+    ...MAIL_ENV,
+    ...env,
+  });
   const logs: Record<string, any>[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) });
   const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen });
@@ -59,7 +72,9 @@ const invitePath = (id: string) => `/api/v1/subject/${id}/invite`;
 const sv = (key: string, value: string) => ({ Key: key, Value: { String: { Value: value } } });
 
 async function subject(api: ApiClient, no: string, name: string, email: string): Promise<string> {
-  const r = await api.post('/api/v2/messaging/subject', { CustomFieldValues: [sv('employeeNumber', no), sv('fullName', name), sv('email', email)] });
+  const r = await api.post('/api/v2/messaging/subject', {
+    CustomFieldValues: [sv('employeeNumber', no), sv('fullName', name), sv('email', email)],
+  });
   expect([200, 201], JSON.stringify(r.body)).toContain(r.status);
   return r.body.internalId as string;
 }
@@ -106,7 +121,7 @@ describe('delivery over SMTP (D9)', () => {
     await db?.dispose();
   });
 
-  it('the invitation arrives with the right recipient, subject, text and HTML, under the outbox\'s Message-ID', async () => {
+  it("the invitation arrives with the right recipient, subject, text and HTML, under the outbox's Message-ID", async () => {
     const id = await subject(api, 'E-1', 'John Carpenter', 'john@care.example');
     const [user] = await invite(api, id);
     await eventually(() => sink.to('john@care.example').length > 0, WAIT);
@@ -124,29 +139,36 @@ describe('delivery over SMTP (D9)', () => {
     await eventually(async () => (await outbox(api)).sent === 1, WAIT);
     const o = await outbox(api);
     expect(o).toMatchObject({ pending: 0, dead: 0, sent: 1, lastError: null });
-    expect(o.messages[0]).toMatchObject({ portalUserId: user!.id, recipient: 'john@care.example', status: 'SENT', attempts: 1, messageId: mail!.messageId });
+    expect(o.messages[0]).toMatchObject({
+      portalUserId: user!.id,
+      recipient: 'john@care.example',
+      status: 'SENT',
+      attempts: 1,
+      messageId: mail!.messageId,
+    });
   });
 
-  it('a third party is invited to the subject\'s record, and the HTML part escapes what the subject\'s name holds', async () => {
-    const id = await subject(api, 'E-2', 'Ann <b>O\'Hara</b> & Co', 'ann@care.example');
+  it("a third party is invited to the subject's record, and the HTML part escapes what the subject's name holds", async () => {
+    const id = await subject(api, 'E-2', "Ann <b>O'Hara</b> & Co", 'ann@care.example');
     await invite(api, id, ['Kid@Relatives.example']);
     await eventually(() => sink.to('kid@relatives.example').length > 0, WAIT);
     const [mail] = sink.to('kid@relatives.example');
     expect(mail!.envelopeTo.map((a) => a.toLowerCase())).toEqual(['kid@relatives.example']);
     expect(mail!.to).toContain('Kid@');
     expect(mail!.text).toContain('Hello Kid@Relatives.example,');
-    expect(mail!.text).toContain('with access to the record of Ann <b>O\'Hara</b> & Co.');
+    expect(mail!.text).toContain("with access to the record of Ann <b>O'Hara</b> & Co.");
     expect(mail!.html).toContain('the record of Ann &#60;b&#62;O&#39;Hara&#60;/b&#62; &#38; Co.');
     expect(mail!.html).not.toContain('<b>');
   });
 
-  it('a tenant\'s template (subject, text, HTML) fills every placeholder, escaping values in the HTML', async () => {
+  it("a tenant's template (subject, text, HTML) fills every placeholder, escaping values in the HTML", async () => {
     const custom = await createTenant(inst, {
       name: 'Care & Co',
       portal: {
         ...PORTAL,
         invitationSubject: '{tenantName}: access for {displayName}',
-        invitationText: 'Dear {displayName} <{email}>, you may now see {subjectName} ({inviteMethod}), that is {invitedTo}. {unknown is not a placeholder}',
+        invitationText:
+          'Dear {displayName} <{email}>, you may now see {subjectName} ({inviteMethod}), that is {invitedTo}. {unknown is not a placeholder}',
         invitationHtml: '<h1>{tenantName}</h1><p>{subjectName} ({inviteMethod}) for {email}</p>',
       },
     });
@@ -156,12 +178,16 @@ describe('delivery over SMTP (D9)', () => {
     await eventually(() => sink.to('bob@custom.example').length > 0, WAIT);
     const [mail] = sink.to('bob@custom.example');
     expect(mail!.subject).toBe('Care & Co: access for Bob <Builder>');
-    expect(mail!.text).toBe('Dear Bob <Builder> <bob@custom.example>, you may now see Bob <Builder> (SelfAccess), that is your own record. {unknown is not a placeholder}');
+    expect(mail!.text).toBe(
+      'Dear Bob <Builder> <bob@custom.example>, you may now see Bob <Builder> (SelfAccess), that is your own record. {unknown is not a placeholder}',
+    );
     expect(mail!.html).toBe('<h1>Care &#38; Co</h1><p>Bob &#60;Builder&#62; (SelfAccess) for bob@custom.example</p>');
   });
 
   it('a tenant file with an unknown placeholder is rejected, naming the property (D3)', async () => {
-    await expect(createTenant(inst, { portal: { ...PORTAL, invitationText: 'Hi {firstName}' } })).rejects.toThrow(/tenants\[0\]\.portal\.invitationText: unknown placeholder \{firstName\}/);
+    await expect(createTenant(inst, { portal: { ...PORTAL, invitationText: 'Hi {firstName}' } })).rejects.toThrow(
+      /tenants\[0\]\.portal\.invitationText: unknown placeholder \{firstName\}/,
+    );
   });
 
   it('with the SMTP server down the invitation stays queued, and is delivered once it is back', async () => {
@@ -170,8 +196,16 @@ describe('delivery over SMTP (D9)', () => {
     await invite(api, id);
     await eventually(async () => (await outbox(api)).retrying === 1, WAIT);
     const waiting = await outbox(api);
-    expect(waiting).toMatchObject({ pending: 1, retrying: 1, dead: 0, lastError: expect.stringMatching(/ECONNREFUSED|ESOCKET|ECONNECTION/) });
-    expect(waiting.messages.find((m: any) => m.recipient === 'dan@care.example')).toMatchObject({ status: 'PENDING', attempts: expect.any(Number) });
+    expect(waiting).toMatchObject({
+      pending: 1,
+      retrying: 1,
+      dead: 0,
+      lastError: expect.stringMatching(/ECONNREFUSED|ESOCKET|ECONNECTION/),
+    });
+    expect(waiting.messages.find((m: any) => m.recipient === 'dan@care.example')).toMatchObject({
+      status: 'PENDING',
+      attempts: expect.any(Number),
+    });
     // The tenant sees what failed, not the relay's address (that is in the logs).
     expect(waiting.lastError).not.toContain(String(sink.port));
     expect(sink.to('dan@care.example')).toEqual([]);
@@ -255,7 +289,10 @@ describe('restarts between queueing and sending deliver exactly once', () => {
     const api = await t.client();
     const id = await subject(api, 'R-1', 'Rick Restart', 'rick@restart.example');
     await invite(api, id);
-    await eventually(async () => (await row(db, 'rick@restart.example')).attempts >= 1 && (await row(db, 'rick@restart.example')).last_error !== null, WAIT);
+    await eventually(
+      async () => (await row(db, 'rick@restart.example')).attempts >= 1 && (await row(db, 'rick@restart.example')).last_error !== null,
+      WAIT,
+    );
     await first.close();
     first = undefined;
     const queued = await row(db, 'rick@restart.example');
@@ -310,7 +347,9 @@ describe('restarts between queueing and sending deliver exactly once', () => {
     first = undefined;
     // As if an instance had claimed the mail and died mid-send: its claim holds for a moment longer.
     const claimedUntil = (
-      await sql<{ until: Date }>`UPDATE mail_outbox SET claim_token = gen_random_uuid(), claimed_until = now() + interval '1 second', next_attempt_at = now()
+      await sql<{
+        until: Date;
+      }>`UPDATE mail_outbox SET claim_token = gen_random_uuid(), claimed_until = now() + interval '1 second', next_attempt_at = now()
         WHERE recipient = 'lea@restart.example' RETURNING claimed_until AS until`.execute(db.db)
     ).rows[0]!.until;
 
@@ -352,7 +391,13 @@ describe('two instances on one database deliver each invitation once', () => {
     const ids = await Promise.all([1, 2, 3, 4].map((n) => subject(onA, `M-${n}`, `Multi ${n}`, `multi${n}@multi.example`)));
     await Promise.all(
       ids.flatMap((id, n) =>
-        [0, 1].map((half) => invite(half ? onB : onA, id, Array.from({ length: 5 }, (_, i) => `r${n}-${half}-${i}@multi.example`))),
+        [0, 1].map((half) =>
+          invite(
+            half ? onB : onA,
+            id,
+            Array.from({ length: 5 }, (_, i) => `r${n}-${half}-${i}@multi.example`),
+          ),
+        ),
       ),
     );
     const ours = () => sink.received.filter((m) => m.envelopeTo[0]!.endsWith('@multi.example'));
@@ -400,7 +445,12 @@ describe('dead letters', () => {
     await eventually(async () => (await outbox(api)).dead === 1, WAIT);
     const o = await outbox(api);
     expect(o).toMatchObject({ pending: 0, dead: 1, sent: 0, lastError: expect.stringMatching(/451/) });
-    expect(o.messages[0]).toMatchObject({ portalUserId: user!.id, status: 'DEAD', attempts: 3, lastError: expect.stringMatching(/451 Try again later/) });
+    expect(o.messages[0]).toMatchObject({
+      portalUserId: user!.id,
+      status: 'DEAD',
+      attempts: 3,
+      lastError: expect.stringMatching(/451 Try again later/),
+    });
     expect(sink.dataAttempts).toBe(3);
     expect(sink.received).toEqual([]);
     const logged = inst.logs.filter((l) => l['level'] === 50 && /dead letter/.test(l['msg']));
@@ -445,7 +495,12 @@ describe('without SMTP_URL (D9: logged)', () => {
     await invite(lapi, sid);
     await eventually(() => logged.logs.some((l) => l['to'] === 'leo@logged.example'), WAIT);
     const entry = logged.logs.find((l) => l['to'] === 'leo@logged.example')!;
-    expect(entry).toMatchObject({ level: 30, subject: 'Your invitation to the Log Care portal', text: expect.stringContaining('Hello Leo Logged,'), messageId: expect.stringMatching(MESSAGE_ID) });
+    expect(entry).toMatchObject({
+      level: 30,
+      subject: 'Your invitation to the Log Care portal',
+      text: expect.stringContaining('Hello Leo Logged,'),
+      messageId: expect.stringMatching(MESSAGE_ID),
+    });
     await eventually(async () => (await outbox(lapi)).sent === 1, WAIT);
   });
 });

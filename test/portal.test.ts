@@ -1,7 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from './fake-provider.js';
-import { type ApiClient, FULL_CLIENT, type TestApp, type TestTenant, createTenant, expectProblem, expectValidation, startApp, tenantConfig } from './helpers.js';
+import {
+  type ApiClient,
+  FULL_CLIENT,
+  type TestApp,
+  type TestTenant,
+  createTenant,
+  expectProblem,
+  expectValidation,
+  startApp,
+  tenantConfig,
+} from './helpers.js';
 
 // The subject portal through HTTP and GraphQL: D9 (invite, remove, the portal-users list), with D3 (the
 // portal block), D4 (permissions: 403 REST, FORBIDDEN GraphQL), D5 (errors, lower-camel envelope), D6
@@ -14,8 +24,19 @@ beforeAll(async () => {
 });
 afterAll(() => app?.close());
 
-const PORTAL = { selfAccessEnabled: true, thirdPartyAccessEnabled: true, emailFieldKey: 'email', displayNameFieldKey: 'fullName', invitationFieldKeys: ['email'] };
-const client = (clientId: string, permissions: string[]) => ({ clientId, clientSecret: `${clientId}-secret-value`, scopes: ['ServiceApi'], permissions });
+const PORTAL = {
+  selfAccessEnabled: true,
+  thirdPartyAccessEnabled: true,
+  emailFieldKey: 'email',
+  displayNameFieldKey: 'fullName',
+  invitationFieldKeys: ['email'],
+};
+const client = (clientId: string, permissions: string[]) => ({
+  clientId,
+  clientSecret: `${clientId}-secret-value`,
+  scopes: ['ServiceApi'],
+  permissions,
+});
 const CLIENTS = [
   FULL_CLIENT,
   client('no-portal', ['List:Subject', 'View:Subject', 'Create:Subject', 'Edit:Subject']),
@@ -66,7 +87,9 @@ describe('POST /api/v1/subject/{id}/invite: self access (D9)', () => {
   it('without a body invites the subject itself, with its e-mail and display name from the configured fields', async () => {
     const r = await api.post(invitePath(john));
     expect(r.status, JSON.stringify(r.body)).toBe(200);
-    expect(r.body).toEqual([{ id: expect.any(String), displayName: 'John Carpenter', email: 'john@example.org', inviteMethod: 'SelfAccess' }]);
+    expect(r.body).toEqual([
+      { id: expect.any(String), displayName: 'John Carpenter', email: 'john@example.org', inviteMethod: 'SelfAccess' },
+    ]);
     expect(Object.keys(r.body[0])).toEqual(['id', 'displayName', 'email', 'inviteMethod']);
   });
 
@@ -86,11 +109,15 @@ describe('POST /api/v1/subject/{id}/invite: self access (D9)', () => {
     const oapi = await other.client();
     const plain = await subject(oapi, 'E-77', 'Mary Major', 'mary@example.org');
     const named = await subject(oapi, 'E-78', 'Max Mustermann', 'max@example.org', [sv('nickname', 'Maxi')]);
-    expect((await oapi.post(invitePath(plain))).body[0]).toMatchObject({ displayName: 'E-77', email: 'mary@example.org', inviteMethod: 'SelfAccess' });
+    expect((await oapi.post(invitePath(plain))).body[0]).toMatchObject({
+      displayName: 'E-77',
+      email: 'mary@example.org',
+      inviteMethod: 'SelfAccess',
+    });
     expect((await oapi.post(invitePath(named))).body[0]).toMatchObject({ displayName: 'Maxi', inviteMethod: 'SelfAccess' });
   });
 
-  it('after the subject\'s e-mail changed, a new invitation replaces the self-access user', async () => {
+  it("after the subject's e-mail changed, a new invitation replaces the self-access user", async () => {
     const id = await subject(api, 'E-2', 'Jane Roe', 'jane@example.org');
     const before = (await api.post(invitePath(id))).body[0];
     expect((await api.patch(`/api/v2/subject/${id}`, { CustomFields: [sv('email', 'jane.roe@example.org')] })).status).toBe(200);
@@ -118,7 +145,12 @@ describe('POST /api/v1/subject/{id}/invite: third parties (D9)', () => {
 
   it('is idempotent per (subject, e-mail), comparing e-mails case-insensitively; answers every user the call names, in order', async () => {
     const before = new Map((await listed(api, id)).map((u) => [u.email.toLowerCase(), u]));
-    const r = await api.post(invitePath(id), ['bert@relatives.example', 'ANNA@relatives.example', 'carl@relatives.example', 'Carl@relatives.example']);
+    const r = await api.post(invitePath(id), [
+      'bert@relatives.example',
+      'ANNA@relatives.example',
+      'carl@relatives.example',
+      'Carl@relatives.example',
+    ]);
     expect(r.status).toBe(200);
     expect(r.body.map((u: any) => u.email)).toEqual(['Bert@Relatives.example', 'anna@relatives.example', 'carl@relatives.example']);
     expect(r.body[0]).toEqual(before.get('bert@relatives.example'));
@@ -129,12 +161,16 @@ describe('POST /api/v1/subject/{id}/invite: third parties (D9)', () => {
   it('concurrent invitations of one address create one user and queue one mail', async () => {
     const cid = await subject(api, 'E-10', 'Cora Concurrent', 'cora@example.org');
     const answers = await Promise.all(
-      Array.from({ length: 6 }, (_, i) => (i % 3 === 2 ? api.post(invitePath(cid)) : api.post(invitePath(cid), [i % 2 ? 'Same@relatives.example' : 'same@relatives.example']))),
+      Array.from({ length: 6 }, (_, i) =>
+        i % 3 === 2 ? api.post(invitePath(cid)) : api.post(invitePath(cid), [i % 2 ? 'Same@relatives.example' : 'same@relatives.example']),
+      ),
     );
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
     expect(new Set(answers.filter((_, i) => i % 3 !== 2).map((a) => a.body[0].id)).size).toBe(1);
     expect(new Set(answers.filter((_, i) => i % 3 === 2).map((a) => a.body[0].id)).size).toBe(1);
-    const mails = (await api.gql(`{ mailOutbox { messages(first: 1000) { edges { node { recipient } } } } }`)).body.data.mailOutbox.messages.edges.map((e: any) => e.node.recipient.toLowerCase());
+    const mails = (
+      await api.gql(`{ mailOutbox { messages(first: 1000) { edges { node { recipient } } } } }`)
+    ).body.data.mailOutbox.messages.edges.map((e: any) => e.node.recipient.toLowerCase());
     expect(mails.filter((r: string) => r === 'same@relatives.example' || r === 'cora@example.org')).toHaveLength(2);
   });
 
@@ -143,7 +179,12 @@ describe('POST /api/v1/subject/{id}/invite: third parties (D9)', () => {
     const other = await subject(api, 'E-4', 'Otto Other', 'otto@example.org');
     const r = await api.post(invitePath(other), ['anna@relatives.example']);
     expect(r.body[0].id).not.toBe((await listed(api, id)).find((u) => u.email === 'anna@relatives.example').id);
-    expect(emailsOf(await listed(api, id))).toEqual(['anna@relatives.example', 'Bert@Relatives.example', 'carl@relatives.example', 'rita@example.org']);
+    expect(emailsOf(await listed(api, id))).toEqual([
+      'anna@relatives.example',
+      'Bert@Relatives.example',
+      'carl@relatives.example',
+      'rita@example.org',
+    ]);
     expect(emailsOf(await listed(api, other))).toEqual(['anna@relatives.example']);
   });
 
@@ -179,11 +220,14 @@ describe('invite and remove: 404, 409 and 403', () => {
   let thirdOnly: TestTenant;
   beforeAll(async () => {
     noPortal = await createTenant(app, { clients: CLIENTS });
-    selfOnly = await createTenant(app, { clients: CLIENTS, portal: { ...PORTAL, thirdPartyAccessEnabled: false, invitationFieldKeys: [] } });
+    selfOnly = await createTenant(app, {
+      clients: CLIENTS,
+      portal: { ...PORTAL, thirdPartyAccessEnabled: false, invitationFieldKeys: [] },
+    });
     thirdOnly = await createTenant(app, { clients: CLIENTS, portal: { ...PORTAL, selfAccessEnabled: false } });
   });
 
-  it('404 for an unknown subject, a non-UUID id and another tenant\'s subject (D2, D7)', async () => {
+  it("404 for an unknown subject, a non-UUID id and another tenant's subject (D2, D7)", async () => {
     for (const bad of [randomUUID(), 'not-a-uuid', 'U3ViamVjdDox']) {
       expectProblem(await api.post(invitePath(bad)), 404);
       expectProblem(await api.post(invitePath(bad), ['x@example.org']), 404);
@@ -199,7 +243,12 @@ describe('invite and remove: 404, 409 and 403', () => {
   it('409 when the portal is not configured (no portal block), for every kind of invitation and removal', async () => {
     const napi = await noPortal.client();
     const id = await subject(napi, 'N-1', 'Nora None', 'nora@example.org');
-    for (const r of [await napi.post(invitePath(id)), await napi.post(invitePath(id), ['x@example.org']), await napi.delete(invitePath(id)), await napi.delete(`${invitePath(id)}?thirdPartyUserEmails=x@example.org`)]) {
+    for (const r of [
+      await napi.post(invitePath(id)),
+      await napi.post(invitePath(id), ['x@example.org']),
+      await napi.delete(invitePath(id)),
+      await napi.delete(`${invitePath(id)}?thirdPartyUserEmails=x@example.org`),
+    ]) {
       expect(expectProblem(r, 409).detail).toMatch(/not configured/);
     }
   });
@@ -209,7 +258,10 @@ describe('invite and remove: 404, 409 and 403', () => {
     const id = await subject(napi, 'N-2', 'Ned None', 'ned@example.org');
     const r = await napi.get(usersPath(id));
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ pageInfo: { hasNextPage: false, hasPreviousPage: false, startCursor: null, endCursor: null, totalCount: 0 }, edges: [] });
+    expect(r.body).toEqual({
+      pageInfo: { hasNextPage: false, hasPreviousPage: false, startCursor: null, endCursor: null, totalCount: 0 },
+      edges: [],
+    });
     expectValidation(await napi.get(usersPath(id, '?First=1001')), 'First');
   });
 
@@ -217,7 +269,9 @@ describe('invite and remove: 404, 409 and 403', () => {
     const sapi = await selfOnly.client();
     const s = await subject(sapi, 'S-1', 'Sam Self', 'sam@example.org');
     expect(expectProblem(await sapi.post(invitePath(s), ['x@example.org']), 409).detail).toMatch(/Third-party access/);
-    expect(expectProblem(await sapi.delete(`${invitePath(s)}?thirdPartyUserEmails=x@example.org`), 409).detail).toMatch(/Third-party access/);
+    expect(expectProblem(await sapi.delete(`${invitePath(s)}?thirdPartyUserEmails=x@example.org`), 409).detail).toMatch(
+      /Third-party access/,
+    );
     expect((await sapi.post(invitePath(s))).status).toBe(200);
     expect((await sapi.delete(invitePath(s))).status).toBe(200);
 
@@ -237,7 +291,7 @@ describe('invite and remove: 404, 409 and 403', () => {
     expect(await listed(api, id)).toEqual([]);
   });
 
-  it('409 for self access when the subject\'s e-mail field holds no valid address', async () => {
+  it("409 for self access when the subject's e-mail field holds no valid address", async () => {
     const sapi = await selfOnly.client();
     const none = await subject(sapi, 'S-2', 'Sue Nomail');
     const bad = await subject(sapi, 'S-3', 'Sid Bad', 'not an address');
@@ -286,13 +340,17 @@ describe('DELETE /api/v1/subject/{id}/invite (D9)', () => {
   it('removes one third-party user among three, and nobody else', async () => {
     const r = await api.delete(`${invitePath(id)}?thirdPartyUserEmails=TWO@relatives.example`);
     expect(r.status, JSON.stringify(r.body)).toBe(200);
-    expect(r.body).toEqual([{ id: expect.any(String), displayName: 'two@relatives.example', email: 'two@relatives.example', inviteMethod: 'ThirdParty' }]);
+    expect(r.body).toEqual([
+      { id: expect.any(String), displayName: 'two@relatives.example', email: 'two@relatives.example', inviteMethod: 'ThirdParty' },
+    ]);
     expect(emailsOf(await listed(api, id))).toEqual(['dora@example.org', 'one@relatives.example', 'three@relatives.example']);
   });
 
   it('takes the e-mails repeated or comma-separated, in any casing of the name; unknown ones are ignored', async () => {
     await api.post(invitePath(id), ['four@relatives.example']);
-    const r = await api.delete(`${invitePath(id)}?ThirdPartyUserEmails=one@relatives.example,unknown@relatives.example&thirdpartyuseremails=four@relatives.example&thirdPartyUserEmails=not-an-e-mail`);
+    const r = await api.delete(
+      `${invitePath(id)}?ThirdPartyUserEmails=one@relatives.example,unknown@relatives.example&thirdpartyuseremails=four@relatives.example&thirdPartyUserEmails=not-an-e-mail`,
+    );
     expect(r.status).toBe(200);
     expect(emailsOf(r.body)).toEqual(['four@relatives.example', 'one@relatives.example']);
     expect(emailsOf(await listed(api, id))).toEqual(['dora@example.org', 'three@relatives.example']);
@@ -380,7 +438,10 @@ describe('GET /api/v1/subject/{id}/subjectAccessUsers: the lower-camel envelope,
 
   it('bounds: First 0-1000, not with Last, cursors of this list only (400)', async () => {
     expect((await api.get(usersPath(id, '?First=1000'))).body.edges).toHaveLength(25);
-    expect((await api.get(usersPath(id, '?First=0'))).body).toMatchObject({ edges: [], pageInfo: { hasNextPage: true, totalCount: 25, startCursor: null, endCursor: null } });
+    expect((await api.get(usersPath(id, '?First=0'))).body).toMatchObject({
+      edges: [],
+      pageInfo: { hasNextPage: true, totalCount: 25, startCursor: null, endCursor: null },
+    });
     expectValidation(await api.get(usersPath(id, '?First=1001')), 'First');
     expectValidation(await api.get(usersPath(id, '?First=-1')), 'First');
     expectValidation(await api.get(usersPath(id, '?Last=1001')), 'Last');
@@ -428,14 +489,25 @@ describe('GraphQL: the same operations (D11, D4)', () => {
 
   it('Subject.portalUsers and subjectPortalUsers page exactly like the REST list, cursors included', async () => {
     const rest = (await api.get(usersPath(id, '?First=2'))).body;
-    const q = await api.gql(`query($id: ID!) { subject(id: $id) { portalUsers(first: 2) { ${PAGE} } } subjectPortalUsers(subjectId: $id, first: 2) { ${PAGE} } }`, { id });
+    const q = await api.gql(
+      `query($id: ID!) { subject(id: $id) { portalUsers(first: 2) { ${PAGE} } } subjectPortalUsers(subjectId: $id, first: 2) { ${PAGE} } }`,
+      { id },
+    );
     expect(q.body.errors).toBeUndefined();
     for (const conn of [q.body.data.subject.portalUsers, q.body.data.subjectPortalUsers]) {
       expect(conn.totalCount).toBe(rest.pageInfo.totalCount);
-      expect(conn.pageInfo).toEqual({ hasNextPage: rest.pageInfo.hasNextPage, hasPreviousPage: rest.pageInfo.hasPreviousPage, startCursor: rest.pageInfo.startCursor, endCursor: rest.pageInfo.endCursor });
+      expect(conn.pageInfo).toEqual({
+        hasNextPage: rest.pageInfo.hasNextPage,
+        hasPreviousPage: rest.pageInfo.hasPreviousPage,
+        startCursor: rest.pageInfo.startCursor,
+        endCursor: rest.pageInfo.endCursor,
+      });
       expect(conn.edges).toEqual(rest.edges);
     }
-    const next = await api.gql(`query($id: ID!, $after: String) { subject(id: $id) { portalUsers(first: 2, after: $after) { ${PAGE} } } }`, { id, after: rest.pageInfo.endCursor });
+    const next = await api.gql(
+      `query($id: ID!, $after: String) { subject(id: $id) { portalUsers(first: 2, after: $after) { ${PAGE} } } }`,
+      { id, after: rest.pageInfo.endCursor },
+    );
     const restNext = (await api.get(usersPath(id, `?First=2&After=${rest.pageInfo.endCursor}`))).body;
     expect(next.body.data.subject.portalUsers.edges).toEqual(restNext.edges);
   });
@@ -452,17 +524,29 @@ describe('GraphQL: the same operations (D11, D4)', () => {
   it('a malformed e-mail names emails[i]; 409 and 404 carry their codes', async () => {
     const M = `mutation($input: InviteSubjectToPortalInput!) { inviteSubjectToPortal(input: $input) { portalUsers { id } } }`;
     const bad = await api.gql(M, { input: { subjectId: id, emails: ['ok@relatives.example', 'nope'] } });
-    expect(bad.body.errors[0].extensions).toMatchObject({ code: 'BAD_REQUEST', status: 400, errors: { 'emails[1]': [expect.any(String)] } });
+    expect(bad.body.errors[0].extensions).toMatchObject({
+      code: 'BAD_REQUEST',
+      status: 400,
+      errors: { 'emails[1]': [expect.any(String)] },
+    });
     const missing = await subject(api, 'E-9', 'Mo Nomail');
-    expect((await api.gql(M, { input: { subjectId: missing } })).body.errors[0].extensions).toMatchObject({ code: 'CONFLICT', status: 409 });
-    expect((await api.gql(M, { input: { subjectId: randomUUID() } })).body.errors[0].extensions).toMatchObject({ code: 'NOT_FOUND', status: 404 });
+    expect((await api.gql(M, { input: { subjectId: missing } })).body.errors[0].extensions).toMatchObject({
+      code: 'CONFLICT',
+      status: 409,
+    });
+    expect((await api.gql(M, { input: { subjectId: randomUUID() } })).body.errors[0].extensions).toMatchObject({
+      code: 'NOT_FOUND',
+      status: 404,
+    });
     const unknown = await api.gql(`query($id: ID!) { subjectPortalUsers(subjectId: $id) { totalCount } }`, { id: randomUUID() });
     expect(unknown.body.errors[0].extensions.code).toBe('NOT_FOUND');
   });
 
   it('removeSubjectPortalAccess removes the named third parties, or the self-access user', async () => {
     const M = `mutation($input: RemoveSubjectPortalAccessInput!) { removeSubjectPortalAccess(input: $input) { portalUsers { email inviteMethod } } }`;
-    const third = await api.gql(M, { input: { subjectId: id, thirdPartyUserEmails: ['IDA@relatives.example', 'nobody@relatives.example'] } });
+    const third = await api.gql(M, {
+      input: { subjectId: id, thirdPartyUserEmails: ['IDA@relatives.example', 'nobody@relatives.example'] },
+    });
     expect(third.body.data.removeSubjectPortalAccess.portalUsers).toEqual([{ email: 'ida@relatives.example', inviteMethod: 'ThirdParty' }]);
     const self = await api.gql(M, { input: { subjectId: id } });
     expect(self.body.data.removeSubjectPortalAccess.portalUsers).toEqual([{ email: 'gina@example.org', inviteMethod: 'SelfAccess' }]);
@@ -471,7 +555,10 @@ describe('GraphQL: the same operations (D11, D4)', () => {
 
   it('FORBIDDEN on the field only, with HTTP 200 and the other fields answered (D4)', async () => {
     const denied = await as(t, 'no-portal');
-    const q = await denied.gql(`query($id: ID!) { subject(id: $id) { externalId portalUsers { totalCount } } mailOutbox { pending } subjectPortalUsers(subjectId: $id) { totalCount } }`, { id });
+    const q = await denied.gql(
+      `query($id: ID!) { subject(id: $id) { externalId portalUsers { totalCount } } mailOutbox { pending } subjectPortalUsers(subjectId: $id) { totalCount } }`,
+      { id },
+    );
     expect(q.status).toBe(200);
     expect(q.body.data).toEqual({ subject: { externalId: 'E-8', portalUsers: null }, mailOutbox: null, subjectPortalUsers: null });
     expect(q.body.errors.map((e: any) => [e.path.join('.'), e.extensions.code]).sort()).toEqual([
@@ -489,12 +576,15 @@ describe('GraphQL: the same operations (D11, D4)', () => {
     }
     // View:SubjectAccessInvite alone reads the list but not the subject's other fields through the payload.
     const viewer = await as(t, 'viewer');
-    expect((await viewer.gql(`query($id: ID!) { subjectPortalUsers(subjectId: $id) { totalCount } }`, { id })).body.data.subjectPortalUsers.totalCount).toBe(1);
+    expect(
+      (await viewer.gql(`query($id: ID!) { subjectPortalUsers(subjectId: $id) { totalCount } }`, { id })).body.data.subjectPortalUsers
+        .totalCount,
+    ).toBe(1);
   });
 });
 
 describe('mailOutbox (operations, D9)', () => {
-  it('counts the tenant\'s invitations; without SMTP_URL they are logged and count as sent', async () => {
+  it("counts the tenant's invitations; without SMTP_URL they are logged and count as sent", async () => {
     const other = await createTenant(app, { portal: PORTAL });
     const oapi = await other.client();
     const id = await subject(oapi, 'M-1', 'Mia Mail', 'mia@example.org');
@@ -507,10 +597,22 @@ describe('mailOutbox (operations, D9)', () => {
     expect(outbox.messages.totalCount).toBe(3);
     // Queue order: by creation; the two of one call were queued together.
     expect(outbox.messages.edges[0].node.recipient).toBe('mia@example.org');
-    expect(outbox.messages.edges.map((e: any) => e.node.recipient).sort()).toEqual(['mia@example.org', 'x1@relatives.example', 'x2@relatives.example']);
-    for (const e of outbox.messages.edges) expect(e.node).toMatchObject({ status: 'SENT', attempts: 1, messageId: expect.stringMatching(/^<[0-9a-f-]{36}@localhost>$/), sentAt: expect.any(String) });
+    expect(outbox.messages.edges.map((e: any) => e.node.recipient).sort()).toEqual([
+      'mia@example.org',
+      'x1@relatives.example',
+      'x2@relatives.example',
+    ]);
+    for (const e of outbox.messages.edges)
+      expect(e.node).toMatchObject({
+        status: 'SENT',
+        attempts: 1,
+        messageId: expect.stringMatching(/^<[0-9a-f-]{36}@localhost>$/),
+        sentAt: expect.any(String),
+      });
     // Tenants see only their own outbox (D2).
-    const mine = (await api.gql(`{ mailOutbox { messages(first: 1000) { edges { node { recipient } } } } }`)).body.data.mailOutbox.messages.edges.map((e: any) => e.node.recipient);
+    const mine = (
+      await api.gql(`{ mailOutbox { messages(first: 1000) { edges { node { recipient } } } } }`)
+    ).body.data.mailOutbox.messages.edges.map((e: any) => e.node.recipient);
     expect(mine).not.toContain('mia@example.org');
   });
 });

@@ -53,7 +53,9 @@ async function setup() {
 
 /** One GraphQL read of a subject's `steps` data points (E-01 unless told): their count, or the error code. */
 async function read(t: DataTenant, subject = 'E-01'): Promise<number | string> {
-  const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }`, { id: t.subjects.get(subject) });
+  const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }`, {
+    id: t.subjects.get(subject),
+  });
   expect(r.status).toBe(200);
   return r.body.errors?.[0]?.extensions?.code ?? r.body.data.subject.dataPoints.totalCount;
 }
@@ -77,13 +79,19 @@ describe('data provider circuit breaker', () => {
     provider.always = { status: 503 };
     for (let i = 0; i < 5; i++) expect(await read(t)).toBe('PROVIDER_UNAVAILABLE');
     expect(provider.fetches()).toHaveLength(5);
-    expect(lines(OPENED)).toEqual([expect.objectContaining({ level: WARN, dataSource: 'wearables', reason: 'The provider answered 503.', probeInMs: 1000 })]);
+    expect(lines(OPENED)).toEqual([
+      expect.objectContaining({ level: WARN, dataSource: 'wearables', reason: 'The provider answered 503.', probeInMs: 1000 }),
+    ]);
 
     // Open: refused without calling the provider, logged at debug only.
     const refused = await Promise.all(Array.from({ length: 10 }, () => read(t)));
     expect(refused).toEqual(Array(10).fill('PROVIDER_UNAVAILABLE'));
     expect(provider.fetches()).toHaveLength(5);
-    const warnings = () => lines().filter((l) => l.level >= WARN).map((l) => l.msg).sort();
+    const warnings = () =>
+      lines()
+        .filter((l) => l.level >= WARN)
+        .map((l) => l.msg)
+        .sort();
     expect(warnings()).toEqual([...Array(5).fill(CALL_FAILED), OPENED].sort());
     expect(lines(CALL_FAILED).filter((l) => l.level === DEBUG)).toHaveLength(10);
 

@@ -97,7 +97,12 @@ describe('token endpoint', () => {
   });
 
   it('issues a bearer token to form-posted credentials', async () => {
-    const r = await tokenRequest(url, { grant_type: 'client_credentials', client_id: 'service', client_secret: 'provider-secret', scope: 'DataProviderApi' });
+    const r = await tokenRequest(url, {
+      grant_type: 'client_credentials',
+      client_id: 'service',
+      client_secret: 'provider-secret',
+      scope: 'DataProviderApi',
+    });
     expect(r.status).toBe(200);
     expect(r.headers.get('cache-control')).toBe('no-store');
     expect(r.body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'DataProviderApi' });
@@ -118,7 +123,9 @@ describe('token endpoint', () => {
     expect(r.body['error']).toBe('invalid_client');
     const basic = Buffer.from('service:nope').toString('base64');
     expect((await tokenRequest(url, { grant_type: 'client_credentials' }, { authorization: `Basic ${basic}` })).status).toBe(401);
-    expect((await tokenRequest(url, { grant_type: 'client_credentials', client_id: 'other', client_secret: 'provider-secret' })).status).toBe(401);
+    expect(
+      (await tokenRequest(url, { grant_type: 'client_credentials', client_id: 'other', client_secret: 'provider-secret' })).status,
+    ).toBe(401);
   });
 
   it('answers RFC 6749 errors for a missing or unsupported grant type', async () => {
@@ -133,7 +140,9 @@ describe('token endpoint', () => {
 
   it('uses the configured client credentials', async () => {
     const { url: other } = await start({ clientId: 'svc', clientSecret: 's3cret', tokenTtlSeconds: 60 });
-    expect((await tokenRequest(other, { grant_type: 'client_credentials', client_id: 'service', client_secret: 'provider-secret' })).status).toBe(401);
+    expect(
+      (await tokenRequest(other, { grant_type: 'client_credentials', client_id: 'service', client_secret: 'provider-secret' })).status,
+    ).toBe(401);
     const r = await tokenRequest(other, { grant_type: 'client_credentials', client_id: 'svc', client_secret: 's3cret' });
     expect(r.status).toBe(200);
     expect(r.body['expires_in']).toBe(60);
@@ -273,14 +282,27 @@ describe('get data points: data', () => {
     const p = await page(url, bearer, request(['E-1001', 'E-1002', 'E-1001'], {}, { metric: 'sleep', period: { days: 3 } }));
     expect(p.PageInfo.TotalCount).toBe(6);
     expect(p.Edges.map((e) => e.Node.Id)).toEqual([
-      'E-1001:sleep:2026-11-18', 'E-1001:sleep:2026-11-19', 'E-1001:sleep:2026-11-20',
-      'E-1002:sleep:2026-11-18', 'E-1002:sleep:2026-11-19', 'E-1002:sleep:2026-11-20',
+      'E-1001:sleep:2026-11-18',
+      'E-1001:sleep:2026-11-19',
+      'E-1001:sleep:2026-11-20',
+      'E-1002:sleep:2026-11-18',
+      'E-1002:sleep:2026-11-19',
+      'E-1002:sleep:2026-11-20',
     ]);
     for (const { Node } of p.Edges) {
       expect(Node.Id.startsWith(`${Node.SubjectIdentifier}:`)).toBe(true);
       expect(item(Node, 'date')).toBe(Node.Id.slice(-10));
       expect(item(Node, 'unit')).toBe('h');
-      expect(Node.DataPointItems.map((i) => i.Key)).toEqual(['date', 'recordedAt', 'wakeTime', 'value', 'awakenings', 'goalMet', 'unit', 'note']);
+      expect(Node.DataPointItems.map((i) => i.Key)).toEqual([
+        'date',
+        'recordedAt',
+        'wakeTime',
+        'value',
+        'awakenings',
+        'goalMet',
+        'unit',
+        'note',
+      ]);
     }
   });
 
@@ -314,7 +336,12 @@ describe('get data points: data', () => {
     const t = await token(u);
     expect((await page(u, t, request(['whoever', 'GONE']))).PageInfo.TotalCount).toBe(7);
     p.setMissing('whoever');
-    expect((await page(u, t, request(['whoever', 'GONE']))).PageInfo).toMatchObject({ TotalCount: 0, StartCursor: null, EndCursor: null, HasNextPage: false });
+    expect((await page(u, t, request(['whoever', 'GONE']))).PageInfo).toMatchObject({
+      TotalCount: 0,
+      StartCursor: null,
+      EndCursor: null,
+      HasNextPage: false,
+    });
     p.setMissing('GONE', false);
     expect((await page(u, t, request(['whoever', 'GONE']))).PageInfo.TotalCount).toBe(7);
   });
@@ -324,7 +351,8 @@ describe('get data points: data', () => {
     const before = await page(url, bearer, body);
     expect(provider.bumpRevision('B-1')).toBe(1);
     const after = await page(url, bearer, body);
-    const values = (p: GetDataPointsResponse, s: string) => p.Edges.filter((e) => e.Node.SubjectIdentifier === s).map((e) => item(e.Node, 'value'));
+    const values = (p: GetDataPointsResponse, s: string) =>
+      p.Edges.filter((e) => e.Node.SubjectIdentifier === s).map((e) => item(e.Node, 'value'));
     expect(after.Edges.map((e) => e.Node.Id)).toEqual(before.Edges.map((e) => e.Node.Id));
     expect(values(after, 'B-1')).not.toEqual(values(before, 'B-1'));
     expect(values(after, 'B-2')).toEqual(values(before, 'B-2'));
@@ -350,7 +378,11 @@ describe('get data points: data', () => {
     expect(now.Edges.map((e) => e.Node.Id)).toEqual(all.filter((id) => id !== 'R-1:steps:2026-11-15' && id !== 'R-1:steps:2026-11-20'));
     provider.bumpRevision('R-1');
     expect((await page(url, bearer, body)).PageInfo.TotalCount).toBe(12);
-    const bad = await fetch(`${url}/admin/subjects/R-1/remove`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"ids":"x"}' });
+    const bad = await fetch(`${url}/admin/subjects/R-1/remove`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"ids":"x"}',
+    });
     expect(bad.status).toBe(400);
   });
 

@@ -1,6 +1,15 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, type ApiResponse, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp, expectProblem } from './helpers.js';
+import {
+  type ApiClient,
+  type ApiResponse,
+  FULL_CLIENT,
+  type TestApp,
+  type TestTenant,
+  createTenant,
+  startApp,
+  expectProblem,
+} from './helpers.js';
 
 // D5: every error (except the token endpoint's) is application/problem+json (RFC 9457) with
 // {type, title, status, detail, traceId}; validation problems add `errors` keyed by the contract-cased
@@ -15,7 +24,10 @@ let api: ApiClient;
 beforeAll(async () => {
   app = await startApp({ MAX_BODY_BYTES: String(MAX_BODY_BYTES) });
   tenant = await createTenant(app, {
-    clients: [FULL_CLIENT, { clientId: 'reader', clientSecret: 'reader-client-secret', scopes: ['ServiceApi'], permissions: ['View:StructuralEntity'] }],
+    clients: [
+      FULL_CLIENT,
+      { clientId: 'reader', clientSecret: 'reader-client-secret', scopes: ['ServiceApi'], permissions: ['View:StructuralEntity'] },
+    ],
     structuralEntities: [
       { key: 'root', displayName: 'Root', structureTypeKey: 'company' },
       { key: 'dept', displayName: 'Dept', structureTypeKey: 'department', parentKey: 'root' },
@@ -64,7 +76,10 @@ describe('D5 problem+json on every error', () => {
   });
 
   it('the token endpoint is the exception: RFC 6749 JSON errors, not problem+json (D4)', async () => {
-    const res = await fetch(`${app.url}/connect/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'client_credentials' }) });
+    const res = await fetch(`${app.url}/connect/token`, {
+      method: 'POST',
+      body: new URLSearchParams({ grant_type: 'client_credentials' }),
+    });
     expect(res.status).toBe(400);
     expect(res.headers.get('content-type')).toMatch(/^application\/json\b/);
     expect(await res.json()).toEqual({ error: 'invalid_request', error_description: expect.any(String) });
@@ -103,7 +118,9 @@ describe('D5 request bodies', () => {
   });
 
   it('a chunked body (no Content-Length) over MAX_BODY_BYTES: 413 too', async () => {
-    const bytes = new TextEncoder().encode(JSON.stringify({ Key: 'chunked', DisplayName: 'z'.repeat(MAX_BODY_BYTES * 4), StructureTypeKey: 'company' }));
+    const bytes = new TextEncoder().encode(
+      JSON.stringify({ Key: 'chunked', DisplayName: 'z'.repeat(MAX_BODY_BYTES * 4), StructureTypeKey: 'company' }),
+    );
     const stream = new ReadableStream<Uint8Array>({
       start(c) {
         for (let i = 0; i < bytes.length; i += 1000) c.enqueue(bytes.slice(i, i + 1000));
@@ -123,7 +140,12 @@ describe('D5 request bodies', () => {
 
   it('a body just under MAX_BODY_BYTES is accepted (the 413 is about size only)', async () => {
     const value = { String: { Value: '' } };
-    const payload = { Key: 'just-under', DisplayName: 'Just under', StructureTypeKey: 'department', CustomFieldValues: [{ Key: 'costCenter', Value: value }] };
+    const payload = {
+      Key: 'just-under',
+      DisplayName: 'Just under',
+      StructureTypeKey: 'department',
+      CustomFieldValues: [{ Key: 'costCenter', Value: value }],
+    };
     value.String.Value = 'y'.repeat(MAX_BODY_BYTES - JSON.stringify(payload).length - 10);
     expect(JSON.stringify(payload).length).toBeGreaterThan(MAX_BODY_BYTES - 20);
     const res = await api.put('/api/v1/structuralEntity', payload);
@@ -146,7 +168,10 @@ describe('D5 request bodies', () => {
 
   it('JSON with an unsupported charset: 415', async () => {
     const json = JSON.stringify({ Key: 'latin', DisplayName: 'L', StructureTypeKey: 'company' });
-    const res = await api.request('PUT', '/api/v1/structuralEntity', { raw: json, headers: { 'content-type': 'application/json; charset=iso-8859-1' } });
+    const res = await api.request('PUT', '/api/v1/structuralEntity', {
+      raw: json,
+      headers: { 'content-type': 'application/json; charset=iso-8859-1' },
+    });
     expectProblem(res, 415);
   });
 
@@ -207,7 +232,12 @@ describe('D5 validation errors are keyed by the contract-cased location', () => 
   });
 
   it('unknown structure type and unknown parent name StructureTypeKey and ParentKey', async () => {
-    const res = await api.put('/api/v1/structuralEntity', { Key: 'orphan', DisplayName: 'O', StructureTypeKey: 'nope', ParentKey: 'missing-parent' });
+    const res = await api.put('/api/v1/structuralEntity', {
+      Key: 'orphan',
+      DisplayName: 'O',
+      StructureTypeKey: 'nope',
+      ParentKey: 'missing-parent',
+    });
     const body = expectProblem(res, 400);
     expect(Object.keys(body.errors!).sort()).toEqual(['ParentKey', 'StructureTypeKey']);
   });
@@ -261,7 +291,10 @@ describe('D5 validation errors are keyed by the contract-cased location', () => 
 describe('D5 the NUL character (which PostgreSQL text cannot hold) is bad input, not a 500', () => {
   it('in a body property, a custom field value and a query parameter: 400 naming the location', async () => {
     const before = await entitySnapshot();
-    const key = expectProblem(await api.put('/api/v1/structuralEntity', { Key: 'a\u0000b', DisplayName: 'N', StructureTypeKey: 'company' }), 400);
+    const key = expectProblem(
+      await api.put('/api/v1/structuralEntity', { Key: 'a\u0000b', DisplayName: 'N', StructureTypeKey: 'company' }),
+      400,
+    );
     expect(Object.keys(key.errors!)).toEqual(['Key']);
     const value = expectProblem(
       await api.put('/api/v1/structuralEntity', {

@@ -68,7 +68,10 @@ describe('D11 depth and cost limits', () => {
 
   it('the depth limit also counts through fragments', async () => {
     const n = 30;
-    const fragments = Array.from({ length: n }, (_, i) => `fragment F${i} on StructuralEntity { key parent { ${i + 1 < n ? `...F${i + 1}` : 'key'} } }`);
+    const fragments = Array.from(
+      { length: n },
+      (_, i) => `fragment F${i} on StructuralEntity { key parent { ${i + 1 < n ? `...F${i + 1}` : 'key'} } }`,
+    );
     const res = await api.gql(`{ structuralEntity(key: "team") { ...F0 } }\n${fragments.join('\n')}`);
     expect(res.body.data).toBeUndefined();
     expect(res.body.errors![0]!.message).toMatch(/depth/i);
@@ -86,11 +89,15 @@ describe('D11 depth and cost limits', () => {
     );
     expect(relay.body.errors).toBeUndefined();
     // The first two by key: dept (with team under it) and only-here (no children).
-    expect(relay.body.data.structuralEntities.edges.map((e: any) => e.node.children.edges.map((c: any) => c.node.key))).toEqual([['team'], []]);
+    expect(relay.body.data.structuralEntities.edges.map((e: any) => e.node.children.edges.map((c: any) => c.node.key))).toEqual([
+      ['team'],
+      [],
+    ]);
   });
 
   it('a costly query (large fan-out of nested pages) is rejected with a GraphQL error before execution', async () => {
-    const nested = (n: number) => `{ structuralEntities(first: ${n}) { edges { node { key children(first: ${n}) { edges { node { key children(first: ${n}) { edges { node { key } } } } } } } } } }`;
+    const nested = (n: number) =>
+      `{ structuralEntities(first: ${n}) { edges { node { key children(first: ${n}) { edges { node { key children(first: ${n}) { edges { node { key } } } } } } } } } }`;
     const res = await api.gql(nested(1000));
     expect([200, 400]).toContain(res.status);
     expect(res.body.data).toBeUndefined();
@@ -103,7 +110,8 @@ describe('D11 depth and cost limits', () => {
   });
 
   it('a costly query (fan-out through aliases) is rejected with a GraphQL error before execution', async () => {
-    const selection = 'structuralEntities(first: 10) { totalCount edges { cursor node { id key displayName depth parentKey structureType { key name } } } }';
+    const selection =
+      'structuralEntities(first: 10) { totalCount edges { cursor node { id key displayName depth parentKey structureType { key name } } } }';
     const query = `{ ${Array.from({ length: 300 }, (_, i) => `a${i}: ${selection}`).join(' ')} }`;
     expect(query.length).toBeLessThan(app.config.MAX_BODY_BYTES);
     const res = await api.gql(query);
@@ -134,7 +142,9 @@ describe('D4/D11 /graphql access', () => {
   });
 
   it('GET /graphql asking for JSON (an operation, not the GraphiQL page) needs a token too', async () => {
-    const res = await fetch(`${app.url}/graphql?query=${encodeURIComponent('{ structuralEntity(key: "root") { key } }')}`, { headers: { accept: 'application/json' } });
+    const res = await fetch(`${app.url}/graphql?query=${encodeURIComponent('{ structuralEntity(key: "root") { key } }')}`, {
+      headers: { accept: 'application/json' },
+    });
     expect(res.status).toBe(401);
   });
 
@@ -147,23 +157,37 @@ describe('D4/D11 /graphql access', () => {
 
 describe('D11 Relay node/nodes', () => {
   it('node(id) resolves a StructuralEntity global id; nodes(ids) resolves several in order', async () => {
-    const ids = await api.gql<{ a: { id: string }; b: { id: string } }>('{ a: structuralEntity(key: "root") { id } b: structuralEntity(key: "team") { id } }');
+    const ids = await api.gql<{ a: { id: string }; b: { id: string } }>(
+      '{ a: structuralEntity(key: "root") { id } b: structuralEntity(key: "team") { id } }',
+    );
     expect(ids.body.errors).toBeUndefined();
     const rootId = ids.body.data!.a.id;
     const teamId = ids.body.data!.b.id;
     expect(rootId).not.toBe(teamId);
     expect(rootId).not.toBe('root'); // a global id, not the bare key
 
-    const one = await api.gql('query ($id: ID!) { node(id: $id) { __typename id ... on StructuralEntity { key displayName depth parent { key } } } }', { id: teamId });
+    const one = await api.gql(
+      'query ($id: ID!) { node(id: $id) { __typename id ... on StructuralEntity { key displayName depth parent { key } } } }',
+      { id: teamId },
+    );
     expect(one.body.errors).toBeUndefined();
-    expect(one.body.data).toEqual({ node: { __typename: 'StructuralEntity', id: teamId, key: 'team', displayName: 'Team', depth: 3, parent: { key: 'dept' } } });
+    expect(one.body.data).toEqual({
+      node: { __typename: 'StructuralEntity', id: teamId, key: 'team', displayName: 'Team', depth: 3, parent: { key: 'dept' } },
+    });
 
-    const many = await api.gql('query ($ids: [ID!]!) { nodes(ids: $ids) { id ... on StructuralEntity { key } } }', { ids: [teamId, rootId] });
+    const many = await api.gql('query ($ids: [ID!]!) { nodes(ids: $ids) { id ... on StructuralEntity { key } } }', {
+      ids: [teamId, rootId],
+    });
     expect(many.body.errors).toBeUndefined();
-    expect(many.body.data).toEqual({ nodes: [{ id: teamId, key: 'team' }, { id: rootId, key: 'root' }] });
+    expect(many.body.data).toEqual({
+      nodes: [
+        { id: teamId, key: 'team' },
+        { id: rootId, key: 'root' },
+      ],
+    });
   });
 
-  it('a global id resolves within the token\'s tenant only (D2: another tenant\'s entity is as unknown)', async () => {
+  it("a global id resolves within the token's tenant only (D2: another tenant's entity is as unknown)", async () => {
     const ids = await api.gql('{ here: structuralEntity(key: "only-here") { id } root: structuralEntity(key: "root") { id } }');
     const otherApi = await other.client();
     const res = await otherApi.gql('query ($ids: [ID!]!) { nodes(ids: $ids) { ... on StructuralEntity { key displayName } } }', {
@@ -185,7 +209,8 @@ describe('P3 NUL characters over GraphQL', () => {
 
 describe('D11 cost limit with variables', () => {
   it('counts page sizes given as variables: first: $n costs what first: 1000 does', async () => {
-    const query = 'query($n: Int) { structuralEntities(first: $n) { edges { node { key children(first: $n) { edges { node { key children(first: $n) { edges { node { key } } } } } } } } } }';
+    const query =
+      'query($n: Int) { structuralEntities(first: $n) { edges { node { key children(first: $n) { edges { node { key children(first: $n) { edges { node { key } } } } } } } } } }';
     const big = await api.gql(query, { n: 1000 });
     expect(big.body.data).toBeUndefined();
     expect(big.body.errors![0]!.message).toMatch(/cost/i);
@@ -195,8 +220,14 @@ describe('D11 cost limit with variables', () => {
   });
 
   it('the document is validated once, the cost per request: a cheap run does not let a costly one through', async () => {
-    const query = 'query($m: Int) { structuralEntities(first: $m) { edges { node { key children(first: $m) { edges { node { key children(first: $m) { edges { node { key } } } } } } } } } }';
-    for (const [m, ok] of [[2, true], [1000, false], [2, true], [1000, false]] as const) {
+    const query =
+      'query($m: Int) { structuralEntities(first: $m) { edges { node { key children(first: $m) { edges { node { key children(first: $m) { edges { node { key } } } } } } } } } }';
+    for (const [m, ok] of [
+      [2, true],
+      [1000, false],
+      [2, true],
+      [1000, false],
+    ] as const) {
       const res = await api.gql(query, { m });
       if (ok) expect(res.body.errors).toBeUndefined();
       else expect(res.body.errors![0]!.message).toMatch(/cost/i);
@@ -207,7 +238,9 @@ describe('D11 cost limit with variables', () => {
 describe('D11 global ids of no node type', () => {
   it('answer null in node and nodes, like an unknown id, and the rest of the query is answered', async () => {
     const foreign = Buffer.from('Foo:1').toString('base64');
-    const res = await api.gql('query($id: ID!) { node(id: $id) { id } nodes(ids: [$id]) { id } structuralEntity(key: "root") { key } }', { id: foreign });
+    const res = await api.gql('query($id: ID!) { node(id: $id) { id } nodes(ids: [$id]) { id } structuralEntity(key: "root") { key } }', {
+      id: foreign,
+    });
     expect(res.body.errors).toBeUndefined();
     expect(res.body.data).toEqual({ node: null, nodes: [null], structuralEntity: { key: 'root' } });
   });

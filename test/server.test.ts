@@ -21,7 +21,10 @@ describe('configuration (D1)', () => {
   it('stops with one line naming a bad variable', async () => {
     const err = await run(NODE, SERVER, { env: childEnv({ PORT: 'eighty' }) }).catch((e: { code: number; stderr: string }) => e);
     expect((err as { code: number }).code).toBe(1);
-    const lines = (err as { stderr: string }).stderr.trim().split('\n').filter((l) => !/npm warn/.test(l));
+    const lines = (err as { stderr: string }).stderr
+      .trim()
+      .split('\n')
+      .filter((l) => !/npm warn/.test(l));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/PORT/);
   });
@@ -67,8 +70,11 @@ describe('npm start on an empty embedded database (D1)', () => {
     expect(page.Edges.map((e: { Node: { ExternalId: string } }) => e.Node.ExternalId)).toEqual(['E-1001', 'E-1002', 'E-1003']);
   });
 
-  it('prints a token one-liner that stops with the token endpoint\'s reason when the request fails (issue 10)', async () => {
-    const line = stdout.split('\n').map((l) => l.trim()).find((l) => l.startsWith('TOKEN=$('))!;
+  it("prints a token one-liner that stops with the token endpoint's reason when the request fails (issue 10)", async () => {
+    const line = stdout
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => l.startsWith('TOKEN=$('))!;
     const failing = line.replace('client_secret=demo-client-secret', 'client_secret=wrong');
     const err = await run('bash', ['-c', failing]).catch((e: { code: number; stderr: string; stdout: string }) => e);
     expect((err as { code: number }).code).not.toBe(0);
@@ -93,7 +99,12 @@ describe('npm start on an empty embedded database (D1)', () => {
   });
 
   it('logs JSON lines with a request id and never a token or a secret', async () => {
-    const form = new URLSearchParams({ grant_type: 'client_credentials', tenant_key: 'demo', client_id: 'demo-client', client_secret: 'demo-client-secret' });
+    const form = new URLSearchParams({
+      grant_type: 'client_credentials',
+      tenant_key: 'demo',
+      client_id: 'demo-client',
+      client_secret: 'demo-client-secret',
+    });
     const tokenRes = await fetch(`http://127.0.0.1:${port}/connect/token`, { method: 'POST', body: form });
     const { access_token } = (await tokenRes.json()) as { access_token: string };
     const res = await fetch(`http://127.0.0.1:${port}/api/v1/structuralEntity?First=1`, {
@@ -115,9 +126,14 @@ describe('npm start on an empty embedded database (D1)', () => {
   });
 
   it('refuses a second process on the same DATA_DIR with one clear line (issue 10)', async () => {
-    const err = await run(NODE, SERVER, { env: childEnv({ PORT: String(await freePort()), DATA_DIR: dir }) }).catch((e: { code: number; stderr: string }) => e);
+    const err = await run(NODE, SERVER, { env: childEnv({ PORT: String(await freePort()), DATA_DIR: dir }) }).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
     expect((err as { code: number }).code).toBe(1);
-    const lines = (err as { stderr: string }).stderr.trim().split('\n').filter((l) => !/npm warn/.test(l));
+    const lines = (err as { stderr: string }).stderr
+      .trim()
+      .split('\n')
+      .filter((l) => !/npm warn/.test(l));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/^The embedded database in .* is in use by process \d+/);
   });

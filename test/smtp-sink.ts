@@ -47,7 +47,8 @@ export class SmtpSink {
       logger: false,
       closeTimeout: 500,
       onRcptTo: (address, _session, cb) => {
-        if (this.refuseRecipients.has(address.address.toLowerCase())) return cb(Object.assign(new Error('No such user here'), { responseCode: 550 }));
+        if (this.refuseRecipients.has(address.address.toLowerCase()))
+          return cb(Object.assign(new Error('No such user here'), { responseCode: 550 }));
         cb();
       },
       onData: (stream, session, cb) => {
@@ -105,7 +106,10 @@ function decodeWords(value: string): string {
     .replace(/=\?([^?]+)\?([QqBb])\?([^?]*)\?=/g, (_m, _charset: string, enc: string, text: string) =>
       enc.toUpperCase() === 'B'
         ? Buffer.from(text, 'base64').toString('utf8')
-        : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-F]{2})/gi, (_x, h: string) => String.fromCharCode(parseInt(h, 16))), 'latin1').toString('utf8'),
+        : Buffer.from(
+            text.replace(/_/g, ' ').replace(/=([0-9A-F]{2})/gi, (_x, h: string) => String.fromCharCode(parseInt(h, 16))),
+            'latin1',
+          ).toString('utf8'),
     );
 }
 

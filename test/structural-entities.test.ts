@@ -146,7 +146,10 @@ describe('upsert: create, update, response body (D5, D8)', () => {
   });
 
   it('unknown parent: 400 naming ParentKey, nothing created or changed', async () => {
-    expectValidation(await put(api, { Key: 'orphan', DisplayName: 'Orphan', StructureTypeKey: 'company', ParentKey: 'missing' }), 'ParentKey');
+    expectValidation(
+      await put(api, { Key: 'orphan', DisplayName: 'Orphan', StructureTypeKey: 'company', ParentKey: 'missing' }),
+      'ParentKey',
+    );
     expect((await get(api, 'orphan')).status).toBe(404);
 
     await createAll(api, [{ Key: 'stay', DisplayName: 'Stay', StructureTypeKey: 'company' }]);
@@ -157,7 +160,12 @@ describe('upsert: create, update, response body (D5, D8)', () => {
 
   // D5: request body property names are matched case-insensitively.
   it('body property names are matched case-insensitively (D5)', async () => {
-    const created = await put(api, { key: 'ci-body', DISPLAYNAME: 'Lower and upper', structuretypekey: 'department', customfieldvalues: [{ KEY: 'headcount', vAlUe: { Integer: { Value: 3 } } }] });
+    const created = await put(api, {
+      key: 'ci-body',
+      DISPLAYNAME: 'Lower and upper',
+      structuretypekey: 'department',
+      customfieldvalues: [{ KEY: 'headcount', vAlUe: { Integer: { Value: 3 } } }],
+    });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ Key: 'ci-body', DisplayName: 'Lower and upper', StructureType: { Key: 'department' } });
     expect(cfv(created.body, 'headcount').Value).toEqual({ $type: 'IntegerValue', DataType: 'Integer', Value: 3, ValueText: '3' });
@@ -170,7 +178,10 @@ describe('upsert: create, update, response body (D5, D8)', () => {
   it('a body that is not JSON is 400, a wrong content type 415, and neither writes', async () => {
     const notJson = await api.request('PUT', PATH, { raw: '{"Key": "broken",', headers: { 'content-type': 'application/json' } });
     expect(notJson.status).toBe(400);
-    const text = await api.request('PUT', PATH, { raw: JSON.stringify({ Key: 'as-text', DisplayName: 'x', StructureTypeKey: 'company' }), headers: { 'content-type': 'text/plain' } });
+    const text = await api.request('PUT', PATH, {
+      raw: JSON.stringify({ Key: 'as-text', DisplayName: 'x', StructureTypeKey: 'company' }),
+      headers: { 'content-type': 'text/plain' },
+    });
     expect(text.status).toBe(415);
     expect((await get(api, 'as-text')).status).toBe(404);
   });
@@ -198,7 +209,7 @@ describe('hierarchy: depth, moves and cycles (D8)', () => {
     ]);
   });
 
-  it('Depth is 1 at the top and the parent\'s + 1 below', async () => {
+  it("Depth is 1 at the top and the parent's + 1 below", async () => {
     expect(await depthOf('a')).toEqual({ ParentKey: null, Depth: 1 });
     expect(await depthOf('b')).toEqual({ ParentKey: 'a', Depth: 2 });
     expect(await depthOf('c')).toEqual({ ParentKey: 'b', Depth: 3 });
@@ -250,7 +261,7 @@ describe('hierarchy: depth, moves and cycles (D8)', () => {
     expectValidation(await put(api, { Key: 'x', ParentKey: 'd' }), 'ParentKey');
   });
 
-  it('moving the subtree\'s ancestor moves the whole chain', async () => {
+  it("moving the subtree's ancestor moves the whole chain", async () => {
     // x ─ y ─ b ─ c ─ d: x moves under z, so everything below deepens by one.
     expect((await put(api, { Key: 'x', ParentKey: 'z' })).status).toBe(200);
     expect(await depthOf('x')).toEqual({ ParentKey: 'z', Depth: 2 });
@@ -415,7 +426,12 @@ describe('custom field values (D5, D7, D8)', () => {
     expect((await get(api, 'managed')).body).toEqual(before);
     // On create too.
     expectValidation(
-      await put(api, { Key: 'managed-new', DisplayName: 'x', StructureTypeKey: 'department', CustomFieldValues: [{ Key: 'manager', Value: { UserIdentifier: { Value: 'u-404' } } }] }),
+      await put(api, {
+        Key: 'managed-new',
+        DisplayName: 'x',
+        StructureTypeKey: 'department',
+        CustomFieldValues: [{ Key: 'manager', Value: { UserIdentifier: { Value: 'u-404' } } }],
+      }),
       'CustomFieldValues[0].Value.UserIdentifier.Value',
     );
     expect((await get(api, 'managed-new')).status).toBe(404);
@@ -425,7 +441,12 @@ describe('custom field values (D5, D7, D8)', () => {
     const other = await freshClient({ users: [{ id: 'foreign-user', displayName: 'Foreign', email: 'f@example.org', active: true }] });
     expect(other).toBeDefined();
     expectValidation(
-      await put(api, { Key: 'foreign-manager', DisplayName: 'x', StructureTypeKey: 'department', CustomFieldValues: [{ Key: 'manager', Value: { UserIdentifier: { Value: 'foreign-user' } } }] }),
+      await put(api, {
+        Key: 'foreign-manager',
+        DisplayName: 'x',
+        StructureTypeKey: 'department',
+        CustomFieldValues: [{ Key: 'manager', Value: { UserIdentifier: { Value: 'foreign-user' } } }],
+      }),
       'CustomFieldValues[0].Value.UserIdentifier.Value',
     );
   });
@@ -433,21 +454,37 @@ describe('custom field values (D5, D7, D8)', () => {
   const BAD: [string, unknown, string][] = [
     ['an Integer sent as a string', { Key: 'headcount', Value: { Integer: { Value: '5' } } }, 'CustomFieldValues[1].Value.Integer.Value'],
     ['an Integer with a fraction', { Key: 'headcount', Value: { Integer: { Value: 1.5 } } }, 'CustomFieldValues[1].Value.Integer.Value'],
-    ['an Integer outside 32 bits', { Key: 'headcount', Value: { Integer: { Value: 2147483648 } } }, 'CustomFieldValues[1].Value.Integer.Value'],
+    [
+      'an Integer outside 32 bits',
+      { Key: 'headcount', Value: { Integer: { Value: 2147483648 } } },
+      'CustomFieldValues[1].Value.Integer.Value',
+    ],
     ['an impossible Date', { Key: 'opened', Value: { Date: { Value: '2024-02-30' } } }, 'CustomFieldValues[1].Value.Date.Value'],
     ['a Date in another format', { Key: 'opened', Value: { Date: { Value: '01/05/2024' } } }, 'CustomFieldValues[1].Value.Date.Value'],
     ['a Decimal sent as text', { Key: 'budget', Value: { Decimal: { Value: 'abc' } } }, 'CustomFieldValues[1].Value.Decimal.Value'],
     ['a Boolean sent as text', { Key: 'active', Value: { Boolean: { Value: 'yes' } } }, 'CustomFieldValues[1].Value.Boolean.Value'],
     ['a String sent as a number', { Key: 'costCenter', Value: { String: { Value: 5 } } }, 'CustomFieldValues[1].Value.String.Value'],
-    ['an empty UserIdentifier', { Key: 'manager', Value: { UserIdentifier: { Value: '' } } }, 'CustomFieldValues[1].Value.UserIdentifier.Value'],
-    ['a data type other than the field\'s', { Key: 'headcount', Value: { String: { Value: '5' } } }, 'CustomFieldValues[1].Value'],
+    [
+      'an empty UserIdentifier',
+      { Key: 'manager', Value: { UserIdentifier: { Value: '' } } },
+      'CustomFieldValues[1].Value.UserIdentifier.Value',
+    ],
+    ["a data type other than the field's", { Key: 'headcount', Value: { String: { Value: '5' } } }, 'CustomFieldValues[1].Value'],
     ['a data type name outside the eight', { Key: 'headcount', Value: { Number: { Value: 5 } } }, 'CustomFieldValues[1].Value'],
-    ['two data type properties', { Key: 'headcount', Value: { Integer: { Value: 5 }, Decimal: { Value: 5 } } }, 'CustomFieldValues[1].Value'],
+    [
+      'two data type properties',
+      { Key: 'headcount', Value: { Integer: { Value: 5 }, Decimal: { Value: 5 } } },
+      'CustomFieldValues[1].Value',
+    ],
     ['a bare value instead of an object', { Key: 'headcount', Value: 5 }, 'CustomFieldValues[1].Value'],
     ['an array for a single-value field', { Key: 'headcount', Value: [{ Integer: { Value: 5 } }] }, 'CustomFieldValues[1].Value'],
     ['a missing Value property', { Key: 'headcount', Value: { Integer: {} } }, 'CustomFieldValues[1].Value.Integer'],
     ['an unknown field key', { Key: 'noSuchField', Value: { String: { Value: 'x' } } }, 'CustomFieldValues[1].Key'],
-    ['a field key in another casing (keys are case-sensitive)', { Key: 'HeadCount', Value: { Integer: { Value: 5 } } }, 'CustomFieldValues[1].Key'],
+    [
+      'a field key in another casing (keys are case-sensitive)',
+      { Key: 'HeadCount', Value: { Integer: { Value: 5 } } },
+      'CustomFieldValues[1].Key',
+    ],
   ];
 
   // D5/D7: bad input is 400 naming the JSON location (contract casing); nothing is written.
@@ -456,13 +493,19 @@ describe('custom field values (D5, D7, D8)', () => {
     await createAll(api, [{ Key: key, DisplayName: 'Bad values', StructureTypeKey: 'department', CustomFieldValues: ALL }]);
     const before = (await get(api, key)).body;
     // A valid change next to the bad one, and a new display name: none of it may be written.
-    const valid = (item as { Key: string }).Key === 'budget' ? { Key: 'headcount', Value: { Integer: { Value: 1 } } } : { Key: 'budget', Value: { Decimal: { Value: 9.75 } } };
+    const valid =
+      (item as { Key: string }).Key === 'budget'
+        ? { Key: 'headcount', Value: { Integer: { Value: 1 } } }
+        : { Key: 'budget', Value: { Decimal: { Value: 9.75 } } };
     const r = await put(api, { Key: key, DisplayName: 'Changed', CustomFieldValues: [valid, item] });
     expectValidation(r, location);
     expect((await get(api, key)).body).toEqual(before);
 
     const fresh = `${key}-new`;
-    expectValidation(await put(api, { Key: fresh, DisplayName: 'New', StructureTypeKey: 'department', CustomFieldValues: [valid, item] }), location);
+    expectValidation(
+      await put(api, { Key: fresh, DisplayName: 'New', StructureTypeKey: 'department', CustomFieldValues: [valid, item] }),
+      location,
+    );
     expect((await get(api, fresh)).status).toBe(404);
   });
 
@@ -484,21 +527,36 @@ describe('custom field values (D5, D7, D8)', () => {
 
   it('a custom field value for an entity whose type has no such field: 400', async () => {
     expectValidation(
-      await put(api, { Key: 'co', DisplayName: 'Company', StructureTypeKey: 'company', CustomFieldValues: [{ Key: 'headcount', Value: { Integer: { Value: 1 } } }] }),
+      await put(api, {
+        Key: 'co',
+        DisplayName: 'Company',
+        StructureTypeKey: 'company',
+        CustomFieldValues: [{ Key: 'headcount', Value: { Integer: { Value: 1 } } }],
+      }),
       'CustomFieldValues[0].Key',
     );
     expect((await get(api, 'co')).status).toBe(404);
   });
 
-  it('required custom fields: needed on create, cannot be cleared (D8 with D7\'s rule)', async () => {
+  it("required custom fields: needed on create, cannot be cleared (D8 with D7's rule)", async () => {
     const req = await freshClient({
       structureTypes: [
-        { key: 'site', name: 'Site', subjectAssignable: true, customFields: [{ key: 'code', name: 'Code', dataType: 'String', type: 'Text', required: true }] },
+        {
+          key: 'site',
+          name: 'Site',
+          subjectAssignable: true,
+          customFields: [{ key: 'code', name: 'Code', dataType: 'String', type: 'Text', required: true }],
+        },
       ],
     });
     expectValidation(await put(req, { Key: 's1', DisplayName: 'Site 1', StructureTypeKey: 'site' }), 'CustomFieldValues');
     expect((await get(req, 's1')).status).toBe(404);
-    const ok = await put(req, { Key: 's1', DisplayName: 'Site 1', StructureTypeKey: 'site', CustomFieldValues: [{ Key: 'code', Value: { String: { Value: 'S-1' } } }] });
+    const ok = await put(req, {
+      Key: 's1',
+      DisplayName: 'Site 1',
+      StructureTypeKey: 'site',
+      CustomFieldValues: [{ Key: 'code', Value: { String: { Value: 'S-1' } } }],
+    });
     expect(ok.status).toBe(201);
     expect(ok.body.StructureType.CustomFields).toEqual([{ Name: 'Code', Key: 'code', Type: 'Text', Required: true }]);
     expect(cfv(ok.body, 'code').Field).toEqual({ Name: 'Code', Key: 'code', Type: 'Text', Required: true });
@@ -588,7 +646,9 @@ describe('list filters (D8), query parameter names (D5)', () => {
     expect(await filtered('Depth=1&StructureTypeKey=department')).toEqual(['sales']);
     expect(await filtered('Depth=2&SearchTerm=Service')).toEqual(['ops-field']);
     expect(await filtered('ParentKey=eng&SearchTerm=web')).toEqual(['eng-web']);
-    expect(await filtered('ParentKey=acme&SearchTerm=Markting&SubjectAssignable=true&StructureTypeKey=department&Depth=2')).toEqual(['mkt']);
+    expect(await filtered('ParentKey=acme&SearchTerm=Markting&SubjectAssignable=true&StructureTypeKey=department&Depth=2')).toEqual([
+      'mkt',
+    ]);
     expect(await filtered('ParentKey=acme&SearchTerm=Markting&SubjectAssignable=false')).toEqual([]);
     expect(await filtered('Depth=3&SearchTerm=finance')).toEqual([]);
   });
@@ -596,7 +656,9 @@ describe('list filters (D8), query parameter names (D5)', () => {
   // D5: query parameter names are matched case-insensitively.
   it('query parameter names are case-insensitive (D5)', async () => {
     expect(await filtered('parentkey=acme')).toEqual(['cc-7781', 'eng', 'lab', 'mkt']);
-    expect(await filtered('PARENTKEY=acme&depth=2&structuretypekey=department&subjectassignable=true&searchterm=Finance')).toEqual(['cc-7781']);
+    expect(await filtered('PARENTKEY=acme&depth=2&structuretypekey=department&subjectassignable=true&searchterm=Finance')).toEqual([
+      'cc-7781',
+    ]);
     const lower = await list(api, 'first=3');
     const upper = await list(api, 'First=3');
     const mixed = await list(api, 'fIrSt=3');
@@ -638,7 +700,13 @@ describe('REST and GraphQL agree (D8, D11)', () => {
         ],
       },
       { Key: 'r-b', DisplayName: 'Beta', StructureTypeKey: 'department', ParentKey: 'root' },
-      { Key: 'r-a-1', DisplayName: 'Alpha one', StructureTypeKey: 'department', ParentKey: 'r-a', CustomFieldValues: [{ Key: 'headcount', Value: { Integer: { Value: -1 } } }] },
+      {
+        Key: 'r-a-1',
+        DisplayName: 'Alpha one',
+        StructureTypeKey: 'department',
+        ParentKey: 'r-a',
+        CustomFieldValues: [{ Key: 'headcount', Value: { Integer: { Value: -1 } } }],
+      },
       { Key: 'solo', DisplayName: 'Solo', StructureTypeKey: 'company' },
     ]);
   });
@@ -669,7 +737,12 @@ describe('REST and GraphQL agree (D8, D11)', () => {
       expect(v.values[0].dataType).toBe(v.field.dataType);
       return {
         Field: { Name: v.field.name, Key: v.field.key, Type: v.field.type, Required: v.field.required },
-        Value: { $type: `${v.values[0].dataType}Value`, DataType: v.values[0].dataType, Value: v.values[0].value, ValueText: v.values[0].valueText },
+        Value: {
+          $type: `${v.values[0].dataType}Value`,
+          DataType: v.values[0].dataType,
+          Value: v.values[0].value,
+          ValueText: v.values[0].valueText,
+        },
       };
     }),
   });
@@ -700,7 +773,9 @@ describe('REST and GraphQL agree (D8, D11)', () => {
       expect(node.children.totalCount).toBe(children.length);
     }
     const alpha = conn.edges.find((e: any) => e.node.key === 'r-a').node;
-    expect(alpha.customFieldValues.find((v: any) => v.field.key === 'budget').values).toEqual([{ dataType: 'Decimal', value: 1234.5, valueText: '1234.5' }]);
+    expect(alpha.customFieldValues.find((v: any) => v.field.key === 'budget').values).toEqual([
+      { dataType: 'Decimal', value: 1234.5, valueText: '1234.5' },
+    ]);
   });
 
   it('REST list filters and their GraphQL arguments select the same entities', async () => {
@@ -715,7 +790,10 @@ describe('REST and GraphQL agree (D8, D11)', () => {
       const rest = await list(api, query);
       const g = await api.gql<any>(`{ structuralEntities(${args}) { totalCount edges { node { key } } } }`);
       expect(g.body.errors).toBeUndefined();
-      expect(g.body.data.structuralEntities.edges.map((e: any) => e.node.key), query).toEqual(keysOf(rest));
+      expect(
+        g.body.data.structuralEntities.edges.map((e: any) => e.node.key),
+        query,
+      ).toEqual(keysOf(rest));
       expect(g.body.data.structuralEntities.totalCount).toBe(rest.body.PageInfo.TotalCount);
     }
   });
@@ -727,7 +805,9 @@ describe('REST and GraphQL agree (D8, D11)', () => {
       expect(g.body.errors).toBeUndefined();
       const entity = g.body.data.structuralEntity;
       expect(asRest(entity)).toEqual(rest.body);
-      const n = await api.gql<any>(`query($id: ID!) { node(id: $id) { __typename id ... on StructuralEntity { ${ENTITY} } } }`, { id: entity.id });
+      const n = await api.gql<any>(`query($id: ID!) { node(id: $id) { __typename id ... on StructuralEntity { ${ENTITY} } } }`, {
+        id: entity.id,
+      });
       expect(n.body.errors).toBeUndefined();
       expect(n.body.data.node.__typename).toBe('StructuralEntity');
       expect(n.body.data.node.id).toBe(entity.id);
@@ -756,18 +836,33 @@ describe('REST and GraphQL agree (D8, D11)', () => {
   it('the upsertStructuralEntity mutation writes what REST reads, with the same rules', async () => {
     const m = await api.gql<any>(
       `mutation($input: UpsertStructuralEntityInput!) { upsertStructuralEntity(input: $input) { created structuralEntity { key depth parentKey customFieldValues { field { key } values { value } } } } }`,
-      { input: { key: 'via-gql', displayName: 'Via GraphQL', structureTypeKey: 'department', parentKey: 'r-a', customFieldValues: [{ key: 'headcount', value: { Integer: { value: 5 } } }] } },
+      {
+        input: {
+          key: 'via-gql',
+          displayName: 'Via GraphQL',
+          structureTypeKey: 'department',
+          parentKey: 'r-a',
+          customFieldValues: [{ key: 'headcount', value: { Integer: { value: 5 } } }],
+        },
+      },
     );
     expect(m.body.errors).toBeUndefined();
     expect(m.body.data.upsertStructuralEntity).toEqual({
       created: true,
-      structuralEntity: { key: 'via-gql', depth: 3, parentKey: 'r-a', customFieldValues: [{ field: { key: 'headcount' }, values: [{ value: 5 }] }] },
+      structuralEntity: {
+        key: 'via-gql',
+        depth: 3,
+        parentKey: 'r-a',
+        customFieldValues: [{ field: { key: 'headcount' }, values: [{ value: 5 }] }],
+      },
     });
     const rest = await get(api, 'via-gql');
     expect(rest.body).toMatchObject({ Key: 'via-gql', DisplayName: 'Via GraphQL', ParentKey: 'r-a', Depth: 3 });
     expect(cfv(rest.body, 'headcount').Value.Value).toBe(5);
 
-    const upd = await api.gql<any>('mutation { upsertStructuralEntity(input: {key: "via-gql", parentKey: null}) { created structuralEntity { depth displayName } } }');
+    const upd = await api.gql<any>(
+      'mutation { upsertStructuralEntity(input: {key: "via-gql", parentKey: null}) { created structuralEntity { depth displayName } } }',
+    );
     expect(upd.body.data.upsertStructuralEntity).toEqual({ created: false, structuralEntity: { depth: 1, displayName: 'Via GraphQL' } });
 
     const bad = await api.gql<any>(
@@ -784,7 +879,12 @@ describe('structure type changes and subjects (D8)', () => {
   it('an entity holding subjects cannot change to a non-assignable type (409); without subjects it can', async () => {
     const api = await freshClient();
     await createAll(api, [
-      { Key: 'staffed', DisplayName: 'Staffed', StructureTypeKey: 'department', CustomFieldValues: [{ Key: 'headcount', Value: { Integer: { Value: 1 } } }] },
+      {
+        Key: 'staffed',
+        DisplayName: 'Staffed',
+        StructureTypeKey: 'department',
+        CustomFieldValues: [{ Key: 'headcount', Value: { Integer: { Value: 1 } } }],
+      },
       { Key: 'empty', DisplayName: 'Empty', StructureTypeKey: 'department' },
     ]);
     const subject = await api.post('/api/v2/messaging/subject', {
@@ -823,7 +923,14 @@ describe('concurrency (D8)', () => {
   it('10 parallel PUTs creating one new key give exactly one entity, one 201 and no 500', async () => {
     const api = await freshClient();
     const results = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => put(api, { Key: 'race', DisplayName: `Racer ${i}`, StructureTypeKey: 'department', CustomFieldValues: [{ Key: 'headcount', Value: { Integer: { Value: i } } }] })),
+      Array.from({ length: 10 }, (_, i) =>
+        put(api, {
+          Key: 'race',
+          DisplayName: `Racer ${i}`,
+          StructureTypeKey: 'department',
+          CustomFieldValues: [{ Key: 'headcount', Value: { Integer: { Value: i } } }],
+        }),
+      ),
     );
     const statuses = results.map((r) => r.status);
     expect(statuses.filter((s) => s === 201)).toHaveLength(1);
@@ -845,7 +952,9 @@ describe('concurrency (D8)', () => {
       { Key: 'q', DisplayName: 'Q', StructureTypeKey: 'company' },
     ]);
     const writes = [
-      ...Array.from({ length: 8 }, (_, i) => put(api, { Key: `kid-${i}`, DisplayName: `Kid ${i}`, StructureTypeKey: 'department', ParentKey: 'p' })),
+      ...Array.from({ length: 8 }, (_, i) =>
+        put(api, { Key: `kid-${i}`, DisplayName: `Kid ${i}`, StructureTypeKey: 'department', ParentKey: 'p' }),
+      ),
       put(api, { Key: 'p', ParentKey: 'q' }),
     ];
     const results = await Promise.all(writes);

@@ -35,7 +35,11 @@ async function seed(api: ApiClient, subjects: Seed[]): Promise<Map<string, strin
     const answers = await Promise.all(
       chunk.map((s) =>
         api.post(UPSERT, {
-          CustomFieldValues: [sv('employeeNumber', 'String', s.no), sv('fullName', 'String', s.name ?? `Person ${s.no}`), ...(s.values ?? [])],
+          CustomFieldValues: [
+            sv('employeeNumber', 'String', s.no),
+            sv('fullName', 'String', s.name ?? `Person ${s.no}`),
+            ...(s.values ?? []),
+          ],
           ...(s.keys ? { StructuralEntityKeys: s.keys } : {}),
         }),
       ),
@@ -84,10 +88,45 @@ const ENTITIES = [
 
 const skills = (...xs: string[]) => ({ Key: 'skills', Value: xs.map((x) => ({ String: { Value: x } })) });
 const FILTER_SUBJECTS: Seed[] = [
-  { no: 'F-01', keys: ['sales'], values: [sv('grade', 'Integer', 5), skills('java', 'sql'), sv('salary', 'Decimal', 2.5), sv('active', 'Boolean', true), sv('birthDate', 'Date', '1990-01-01')] },
-  { no: 'F-02', keys: ['north'], values: [sv('grade', 'Integer', 7), skills('go'), sv('salary', 'Decimal', 3), sv('active', 'Boolean', false), sv('birthDate', 'Date', '1985-06-15'), sv('lastSeen', 'DateTime', '2024-05-01T10:00:00Z')] },
-  { no: 'F-03', keys: ['north-1'], values: [sv('grade', 'Integer', 5), skills('go', 'java'), sv('salary', 'Decimal', 2.25), sv('active', 'Boolean', false), sv('birthDate', 'Date', '1990-01-01')] },
-  { no: 'F-04', keys: ['ops'], values: [sv('grade', 'Integer', 9), sv('salary', 'Decimal', 10), sv('active', 'Boolean', true), sv('shiftStart', 'Time', '08:30:00')] },
+  {
+    no: 'F-01',
+    keys: ['sales'],
+    values: [
+      sv('grade', 'Integer', 5),
+      skills('java', 'sql'),
+      sv('salary', 'Decimal', 2.5),
+      sv('active', 'Boolean', true),
+      sv('birthDate', 'Date', '1990-01-01'),
+    ],
+  },
+  {
+    no: 'F-02',
+    keys: ['north'],
+    values: [
+      sv('grade', 'Integer', 7),
+      skills('go'),
+      sv('salary', 'Decimal', 3),
+      sv('active', 'Boolean', false),
+      sv('birthDate', 'Date', '1985-06-15'),
+      sv('lastSeen', 'DateTime', '2024-05-01T10:00:00Z'),
+    ],
+  },
+  {
+    no: 'F-03',
+    keys: ['north-1'],
+    values: [
+      sv('grade', 'Integer', 5),
+      skills('go', 'java'),
+      sv('salary', 'Decimal', 2.25),
+      sv('active', 'Boolean', false),
+      sv('birthDate', 'Date', '1990-01-01'),
+    ],
+  },
+  {
+    no: 'F-04',
+    keys: ['ops'],
+    values: [sv('grade', 'Integer', 9), sv('salary', 'Decimal', 10), sv('active', 'Boolean', true), sv('shiftStart', 'Time', '08:30:00')],
+  },
   { no: 'F-05', keys: ['sales', 'ops'], values: [skills('java')] },
   { no: 'F-06', values: [sv('grade', 'Integer', 10), skills('rust'), sv('active', 'Boolean', true)] },
   { no: 'F-07', keys: ['ops'], values: [sv('grade', 'Integer', 5), skills('sql'), sv('salary', 'Decimal', 2.5)] },
@@ -175,7 +214,7 @@ describe('list filters: custom field values (D7)', () => {
     expect(await listed(api, `StructuralEntityKeys=ops&${f('grade', '5')}`)).toEqual(['F-07']);
   });
 
-  it('an unknown key, or a value that cannot be read as the field\'s type: 400 naming customFieldValueFilter.values[key]', async () => {
+  it("an unknown key, or a value that cannot be read as the field's type: 400 naming customFieldValueFilter.values[key]", async () => {
     const bad: [string, string][] = [
       ['nope', '1'],
       ['grade', 'abc'],
@@ -281,9 +320,36 @@ function byGradeAscending(rows: Row[]): string[] {
 describe('ordering and keyset paging (D6)', () => {
   let api: ApiClient;
   let rows: Row[];
-  const GRADES = [10, 9, 100, -1, 2, 9, 10, undefined, 0, 2147483647, -2147483648, 9, undefined, 1, 20, 3, 10, undefined, 11, 99, 5, 8, 7, 9];
+  const GRADES = [
+    10,
+    9,
+    100,
+    -1,
+    2,
+    9,
+    10,
+    undefined,
+    0,
+    2147483647,
+    -2147483648,
+    9,
+    undefined,
+    1,
+    20,
+    3,
+    10,
+    undefined,
+    11,
+    99,
+    5,
+    8,
+    7,
+    9,
+  ];
   // ExternalIds in an order where code-point order differs from case-insensitive or numeric order.
-  const EXTS = GRADES.map((_, i) => (i === 3 ? 'o-lower' : i === 5 ? 'O-Zed' : i === 7 ? 'O-é' : i === 9 ? 'O-X9' : i === 11 ? 'O-a' : `O-${String(i).padStart(2, '0')}`));
+  const EXTS = GRADES.map((_, i) =>
+    i === 3 ? 'o-lower' : i === 5 ? 'O-Zed' : i === 7 ? 'O-é' : i === 9 ? 'O-X9' : i === 11 ? 'O-a' : `O-${String(i).padStart(2, '0')}`,
+  );
 
   beforeAll(async () => {
     api = await (await createTenant(app)).client();
@@ -366,7 +432,10 @@ describe('ordering and keyset paging (D6)', () => {
     const whole = await list(api, `OrderBy=grade&After=${cursors[3]}&Before=${cursors[10]}`);
     expect(ext(whole)).toEqual(expected.slice(4, 10));
     const empty = await list(api, `OrderBy=grade&After=${cursors.at(-1)}`);
-    expect(empty.body).toEqual({ PageInfo: { HasNextPage: false, HasPreviousPage: true, StartCursor: null, EndCursor: null, TotalCount: rows.length }, Edges: [] });
+    expect(empty.body).toEqual({
+      PageInfo: { HasNextPage: false, HasPreviousPage: true, StartCursor: null, EndCursor: null, TotalCount: rows.length },
+      Edges: [],
+    });
   });
 
   it('no First or Last: 20 items', async () => {
@@ -387,7 +456,7 @@ describe('ordering and keyset paging (D6)', () => {
     expect(await walkBackward('OrderBy=ExternalId&OrderDirection=Descending', 6)).toEqual([...byExt].reverse());
   });
 
-  it('unknown OrderBy, another ordering\'s cursor, a garbage cursor, First/Last out of range: 400', async () => {
+  it("unknown OrderBy, another ordering's cursor, a garbage cursor, First/Last out of range: 400", async () => {
     expectValidation(await list(api, 'OrderBy=nope'), 'OrderBy');
     expectValidation(await list(api, 'OrderBy=Grade'), 'OrderBy'); // field keys are case-sensitive
     const byGrade = await list(api, 'OrderBy=grade&First=2');
@@ -417,8 +486,24 @@ describe('ordering by other types (D6)', () => {
   beforeAll(async () => {
     api = await (await createTenant(app, { subjectFields: FIELDS })).client();
     ids = await seed(api, [
-      { no: 'D-1', values: [sv('salary', 'Decimal', 10), sv('birthDate', 'Date', '2001-01-01'), skills('m', 'a'), sv('lastSeen', 'DateTime', '2024-05-01T10:00:00+02:00')] },
-      { no: 'D-2', values: [sv('salary', 'Decimal', 3), sv('birthDate', 'Date', '1999-12-31'), skills('b'), sv('lastSeen', 'DateTime', '2024-05-01T09:00:00Z')] },
+      {
+        no: 'D-1',
+        values: [
+          sv('salary', 'Decimal', 10),
+          sv('birthDate', 'Date', '2001-01-01'),
+          skills('m', 'a'),
+          sv('lastSeen', 'DateTime', '2024-05-01T10:00:00+02:00'),
+        ],
+      },
+      {
+        no: 'D-2',
+        values: [
+          sv('salary', 'Decimal', 3),
+          sv('birthDate', 'Date', '1999-12-31'),
+          skills('b'),
+          sv('lastSeen', 'DateTime', '2024-05-01T09:00:00Z'),
+        ],
+      },
       { no: 'D-3', values: [sv('salary', 'Decimal', -2.5), sv('birthDate', 'Date', '2010-06-01'), skills('z', 'a')] },
       { no: 'D-4', values: [sv('salary', 'Decimal', 2.75), skills('B'), sv('lastSeen', 'DateTime', '2024-05-01T08:30:00Z')] },
       { no: 'D-5', values: [sv('salary', 'Decimal', 0)] },
@@ -449,7 +534,10 @@ describe('ordering by a subject field added to the configuration later (D6, D3)'
       key: tenant.key,
       subjectFields: [...(FIELDS.slice(0, 5) as object[]), { key: 'level', name: 'Level', dataType: 'Integer' }],
     });
-    await seed(api, [{ no: 'N-4', values: [sv('level', 'Integer', 2)] }, { no: 'N-5', values: [sv('level', 'Integer', 1)] }]);
+    await seed(api, [
+      { no: 'N-4', values: [sv('level', 'Integer', 2)] },
+      { no: 'N-5', values: [sv('level', 'Integer', 1)] },
+    ]);
     const r = await list(api, 'OrderBy=level');
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body.PageInfo.TotalCount).toBe(5);
@@ -461,11 +549,17 @@ describe('ordering by a subject field added to the configuration later (D6, D3)'
 describe('TotalCount stays exact under writes (D6)', () => {
   it('page 1 counts n; after a new matching subject, page 2 counts n+1', async () => {
     const api = await (await createTenant(app, { structuralEntities: ENTITIES })).client();
-    await seed(api, Array.from({ length: 6 }, (_, i) => ({ no: `W-${i}`, keys: ['ops'] })));
+    await seed(
+      api,
+      Array.from({ length: 6 }, (_, i) => ({ no: `W-${i}`, keys: ['ops'] })),
+    );
     await seed(api, [{ no: 'W-elsewhere', keys: ['sales'] }]);
     const p1 = await list(api, 'StructuralEntityKeys=ops&First=3');
     expect(p1.body.PageInfo.TotalCount).toBe(6);
-    const created = await api.post(UPSERT, { CustomFieldValues: [sv('employeeNumber', 'String', 'W-9'), sv('fullName', 'String', 'Late')], StructuralEntityKeys: ['ops'] });
+    const created = await api.post(UPSERT, {
+      CustomFieldValues: [sv('employeeNumber', 'String', 'W-9'), sv('fullName', 'String', 'Late')],
+      StructuralEntityKeys: ['ops'],
+    });
     expect(created.status).toBe(201);
     const p2 = await list(api, `StructuralEntityKeys=ops&First=3&After=${p1.body.PageInfo.EndCursor}`);
     expect(p2.body.PageInfo.TotalCount).toBe(7);
@@ -520,7 +614,13 @@ describe('the same filter through REST and GraphQL (D11)', () => {
     const vars = {
       keys: ['sales', 'ops'],
       desc: true,
-      filter: { values: [{ key: 'grade', values: ['5'] }, { key: 'skills', values: ['go', 'rust'] }], match: 'EXACT_ANY' },
+      filter: {
+        values: [
+          { key: 'grade', values: ['5'] },
+          { key: 'skills', values: ['go', 'rust'] },
+        ],
+        match: 'EXACT_ANY',
+      },
       orderBy: 'grade',
       dir: 'DESCENDING',
     };
@@ -535,7 +635,16 @@ describe('the same filter through REST and GraphQL (D11)', () => {
   });
 
   it('ExactAll default, search term, and the plain list', async () => {
-    expect(await both('customFieldValueFilter.values[grade]=5&customFieldValueFilter.values[skills]=java', { filter: { values: [{ key: 'grade', values: ['5'] }, { key: 'skills', values: ['java'] }] } })).toEqual(['F-01', 'F-03']);
+    expect(
+      await both('customFieldValueFilter.values[grade]=5&customFieldValueFilter.values[skills]=java', {
+        filter: {
+          values: [
+            { key: 'grade', values: ['5'] },
+            { key: 'skills', values: ['java'] },
+          ],
+        },
+      }),
+    ).toEqual(['F-01', 'F-03']);
     expect(await both('SearchTerm=F-0', { term: 'F-0' })).toHaveLength(7);
     expect(await both('', {})).toEqual(['F-01', 'F-02', 'F-03', 'F-04', 'F-05', 'F-06', 'F-07']);
   });
@@ -568,7 +677,12 @@ describe('a one-value filter in ExternalId order (issue 8: read off the filter i
     api = await (await createTenant(app, tenant)).client();
     for (const [i, no] of EXTS.entries()) {
       const r = await api.post(UPSERT, {
-        CustomFieldValues: [sv('employeeNumber', 'String', no), sv('fullName', 'String', `Name ${29 - i}`), sv('email', 'String', `p${i}@example.com`), sv('grade', 'Integer', i % 3 === 0 ? 1 : 2)],
+        CustomFieldValues: [
+          sv('employeeNumber', 'String', no),
+          sv('fullName', 'String', `Name ${29 - i}`),
+          sv('email', 'String', `p${i}@example.com`),
+          sv('grade', 'Integer', i % 3 === 0 ? 1 : 2),
+        ],
         StructuralEntityKeys: [i % 2 === 0 ? 'sales' : 'ops'],
       });
       expect(r.status, JSON.stringify(r.body)).toBe(201);
@@ -580,7 +694,10 @@ describe('a one-value filter in ExternalId order (issue 8: read off the filter i
     let out: string[] = [];
     let cursor: string | undefined;
     for (let page = 0; page < 40; page++) {
-      const r = await list(api, [query, `${back ? 'Last' : 'First'}=${size}`, cursor && `${back ? 'Before' : 'After'}=${cursor}`].filter(Boolean).join('&'));
+      const r = await list(
+        api,
+        [query, `${back ? 'Last' : 'First'}=${size}`, cursor && `${back ? 'Before' : 'After'}=${cursor}`].filter(Boolean).join('&'),
+      );
       expect(r.status, JSON.stringify(r.body)).toBe(200);
       const p = r.body.PageInfo;
       out = back ? [...ext(r), ...out] : [...out, ...ext(r)];
@@ -622,15 +739,30 @@ describe('a one-value filter in ExternalId order (issue 8: read off the filter i
 
   it('follows a changed ExternalId, and a tenant apply that makes another field the ExternalId', async () => {
     // p3 (grade 1) gets the smallest ExternalId of all.
-    expect((await api.post(UPSERT, { CustomFieldValues: [sv('employeeNumber', 'String', 'A-first'), sv('fullName', 'String', 'Name 26'), sv('email', 'String', 'p3@example.com'), sv('grade', 'Integer', 1)] })).status).toBe(200);
+    expect(
+      (
+        await api.post(UPSERT, {
+          CustomFieldValues: [
+            sv('employeeNumber', 'String', 'A-first'),
+            sv('fullName', 'String', 'Name 26'),
+            sv('email', 'String', 'p3@example.com'),
+            sv('grade', 'Integer', 1),
+          ],
+        })
+      ).status,
+    ).toBe(200);
     const renamed = EXTS.map((e, i) => (i === 3 ? 'A-first' : e));
     const byExt = renamed.filter((_, i) => i % 3 === 0).sort();
     expect(await walk(f(1), 3)).toEqual(byExt);
     expect((await walk(f(1), 3))[0]).toBe('A-first');
 
     // fullName becomes the ExternalId: "Name 29 - i", so the order by ExternalId is by that text.
-    await applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), { tenants: [{ ...tenant, externalIdFieldKey: 'fullName' }] });
-    const names = EXTS.map((_, i) => `Name ${29 - i}`).filter((_, i) => i % 3 === 0).sort();
+    await applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), {
+      tenants: [{ ...tenant, externalIdFieldKey: 'fullName' }],
+    });
+    const names = EXTS.map((_, i) => `Name ${29 - i}`)
+      .filter((_, i) => i % 3 === 0)
+      .sort();
     expect(await walk(f(1), 3)).toEqual(names);
     expect(await walk(`${f(1)}&${f(1)}`, 3)).toEqual(names);
     expect(await walk(`${f(1)}&OrderDirection=Descending`, 2)).toEqual([...names].reverse());

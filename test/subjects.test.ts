@@ -1,5 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, FULL_CLIENT, type TestApp, type TestTenant, createTenant, startApp, expectValidation, expectProblem } from './helpers.js';
+import {
+  type ApiClient,
+  FULL_CLIENT,
+  type TestApp,
+  type TestTenant,
+  createTenant,
+  startApp,
+  expectValidation,
+  expectProblem,
+} from './helpers.js';
 
 // Subjects through HTTP only: the REST contract (upsert, get by id, PATCH, locations) and POST /graphql.
 // D7 is the spec; D2 (tenancy: foreign = unknown = 404), D4 (permissions), D5 (errors, casing, case-
@@ -18,7 +27,11 @@ const locations = (id: string) => `/api/v1/subject/${encodeURIComponent(id)}/str
 /** One sent custom field value (D7): `{Key, Value: {<DataType>: {Value: v}}}`. */
 const sv = (key: string, type: string, value: unknown) => ({ Key: key, Value: { [type]: { Value: value } } });
 /** The two required fields of the default configuration (employeeNumber is the matching field). */
-const person = (no: string, name: string, ...more: unknown[]) => [sv('employeeNumber', 'String', no), sv('fullName', 'String', name), ...more];
+const person = (no: string, name: string, ...more: unknown[]) => [
+  sv('employeeNumber', 'String', no),
+  sv('fullName', 'String', name),
+  ...more,
+];
 
 function upsert(api: ApiClient, values: unknown[], keys?: string[] | null) {
   return api.post(UPSERT, { CustomFieldValues: values, ...(keys !== undefined ? { StructuralEntityKeys: keys } : {}) });
@@ -102,7 +115,7 @@ describe('sent values: the 400 kinds, on upsert and on PATCH, nothing written (D
   const BAD: [string, unknown, string][] = [
     ['unknown key', sv('nope', 'String', 'x'), '.Key'],
     ['unknown data type name', sv('email', 'Text', 'x'), '.Value'],
-    ['data type differing from the field\'s', sv('grade', 'String', '5'), '.Value'],
+    ["data type differing from the field's", sv('grade', 'String', '5'), '.Value'],
     ['an Integer sent as a JSON string', sv('grade', 'Integer', '5'), '.Value.Integer.Value'],
     ['a fractional Integer', sv('grade', 'Integer', 1.5), '.Value.Integer.Value'],
     ['a String sent as a JSON number', sv('email', 'String', 5), '.Value.String.Value'],
@@ -120,7 +133,11 @@ describe('sent values: the 400 kinds, on upsert and on PATCH, nothing written (D
     ['an unknown user for a UserIdentifier', sv('manager', 'UserIdentifier', 'u-nobody'), '.Value.UserIdentifier.Value'],
     ['null for a required field', { Key: 'fullName', Value: null }, '.Value'],
     ['a typed null for a required field', sv('fullName', 'String', null), '.Value'],
-    ['a bad element inside an array field', { Key: 'scores', Value: [{ Integer: { Value: 1 } }, { Integer: { Value: 'x' } }] }, '.Value[1].Integer.Value'],
+    [
+      'a bad element inside an array field',
+      { Key: 'scores', Value: [{ Integer: { Value: 1 } }, { Integer: { Value: 'x' } }] },
+      '.Value[1].Integer.Value',
+    ],
     ['a value that is no data type object', { Key: 'email', Value: 'plain' }, '.Value'],
   ];
 
@@ -130,7 +147,8 @@ describe('sent values: the 400 kinds, on upsert and on PATCH, nothing written (D
     expect(textOf(g.body, 'fullName')).toBe('Original Name');
     expect(textOf(g.body, 'grade')).toBe('3');
     expect(textOf(g.body, 'email')).toBe('orig@example.org');
-    for (const k of ['skills', 'birthDate', 'lastSeen', 'salary', 'active', 'shiftStart', 'manager', 'scores']) expect(valueOf(g.body, k)).toBeUndefined();
+    for (const k of ['skills', 'birthDate', 'lastSeen', 'salary', 'active', 'shiftStart', 'manager', 'scores'])
+      expect(valueOf(g.body, k)).toBeUndefined();
   }
 
   it('upsert of an existing subject: 400 naming CustomFieldValues[2]..., nothing written', async () => {
@@ -142,7 +160,9 @@ describe('sent values: the 400 kinds, on upsert and on PATCH, nothing written (D
   });
 
   it('upsert that would create: 400 and no subject created', async () => {
-    const answers = await Promise.all(BAD.map(([, item], i) => upsert(api, [sv('employeeNumber', 'String', `NEW-${i}`), sv('skills', 'String', 'new'), item])));
+    const answers = await Promise.all(
+      BAD.map(([, item], i) => upsert(api, [sv('employeeNumber', 'String', `NEW-${i}`), sv('skills', 'String', 'new'), item])),
+    );
     answers.forEach((r, i) => expectValidation(r, `CustomFieldValues[2]${BAD[i]![2]}`));
     expect(await allExternalIds(api)).toEqual(['E-1']);
   });
@@ -156,8 +176,18 @@ describe('sent values: the 400 kinds, on upsert and on PATCH, nothing written (D
   });
 
   it('names every problem of one request at once', async () => {
-    const r = await upsert(api, [...person('E-1', 'Changed'), sv('nope', 'String', 'x'), sv('grade', 'Integer', 'five'), sv('manager', 'UserIdentifier', 'ghost')]);
-    expectValidation(r, 'CustomFieldValues[2].Key', 'CustomFieldValues[3].Value.Integer.Value', 'CustomFieldValues[4].Value.UserIdentifier.Value');
+    const r = await upsert(api, [
+      ...person('E-1', 'Changed'),
+      sv('nope', 'String', 'x'),
+      sv('grade', 'Integer', 'five'),
+      sv('manager', 'UserIdentifier', 'ghost'),
+    ]);
+    expectValidation(
+      r,
+      'CustomFieldValues[2].Key',
+      'CustomFieldValues[3].Value.Integer.Value',
+      'CustomFieldValues[4].Value.UserIdentifier.Value',
+    );
     await expectUnchanged();
   });
 
@@ -230,7 +260,10 @@ describe('returned values: canonical ValueText, arrays, clearing, case-insensiti
     ];
     const ids = await Promise.all(
       cases.map(([sent], i) =>
-        upsertOk(api, person(`DT-${i}`, 'Date Time', sv('lastSeen', 'DateTime', sent), sv('active', 'Boolean', true), sv('salary', 'Decimal', 7))),
+        upsertOk(
+          api,
+          person(`DT-${i}`, 'Date Time', sv('lastSeen', 'DateTime', sent), sv('active', 'Boolean', true), sv('salary', 'Decimal', 7)),
+        ),
       ),
     );
     for (const [i, sid] of ids.entries()) {
@@ -247,11 +280,16 @@ describe('returned values: canonical ValueText, arrays, clearing, case-insensiti
     const g = await api.get(byId(r.body.internalId));
     expect(valueOf(g.body, 'skills')).toEqual([{ DataType: 'String', ValueText: 'java' }]);
     expect(valueOf(g.body, 'scores')).toEqual([{ DataType: 'Integer', ValueText: '9' }]);
-    expect(r.body.customFieldValues.filter((v: any) => v.customField.id === 'skills')).toEqual([{ customField: { id: 'skills' }, value: 'java' }]);
+    expect(r.body.customFieldValues.filter((v: any) => v.customField.id === 'skills')).toEqual([
+      { customField: { id: 'skills' }, value: 'java' },
+    ]);
   });
 
   it('{"String": {"Value": null}} and a null Value clear a field; other fields stay', async () => {
-    const sid = await upsertOk(api, person('CLR-1', 'Clear Me', sv('email', 'String', 'c@example.org'), sv('grade', 'Integer', 4), sv('skills', 'String', 'x')));
+    const sid = await upsertOk(
+      api,
+      person('CLR-1', 'Clear Me', sv('email', 'String', 'c@example.org'), sv('grade', 'Integer', 4), sv('skills', 'String', 'x')),
+    );
     const r = await upsert(api, [sv('employeeNumber', 'String', 'CLR-1'), sv('email', 'String', null), { Key: 'grade', Value: null }]);
     expect(r.status).toBe(200);
     expect(r.body.customFieldValues.map((v: any) => v.customField.id).sort()).toEqual(['employeeNumber', 'fullName', 'skills']);
@@ -324,7 +362,10 @@ describe('upsert: matching, create/update, response, locations (D7)', () => {
       expect.arrayContaining([entry('employeeNumber', 'U-1'), entry('fullName', 'Una Upsert'), entry('grade', '5'), entry('skills', 'a')]),
     );
 
-    const u = await upsert(api, [sv('employeeNumber', 'String', 'U-1'), { Key: 'skills', Value: [{ String: { Value: 'x' } }, { String: { Value: 'y' } }, { String: { Value: 'z' } }] }]);
+    const u = await upsert(api, [
+      sv('employeeNumber', 'String', 'U-1'),
+      { Key: 'skills', Value: [{ String: { Value: 'x' } }, { String: { Value: 'y' } }, { String: { Value: 'z' } }] },
+    ]);
     expect(u.status, JSON.stringify(u.body)).toBe(200);
     expect(u.body.internalId).toBe(c.body.internalId);
     expect(u.body.customFieldValues).toHaveLength(6);
@@ -367,7 +408,12 @@ describe('upsert: matching, create/update, response, locations (D7)', () => {
   });
 
   it('updating with StructuralEntityKeys needs Create:SubjectLocation and Delete:SubjectLocation (D4)', async () => {
-    const limited = (clientId: string, permissions: string[]) => ({ clientId, clientSecret: `${clientId}-secret-value`, scopes: ['ServiceApi'], permissions });
+    const limited = (clientId: string, permissions: string[]) => ({
+      clientId,
+      clientSecret: `${clientId}-secret-value`,
+      scopes: ['ServiceApi'],
+      permissions,
+    });
     const base = ['Create:Subject', 'Edit:Subject', 'View:Subject', 'List:Subject'];
     const clients = [
       limited('no-loc', base),
@@ -435,7 +481,9 @@ describe('ExternalId (D7)', () => {
   });
 
   it('defaults to the first matching field', async () => {
-    const api = await (await createTenant(app, { externalIdFieldKey: undefined, matchingFieldKeys: ['fullName', 'employeeNumber'] })).client();
+    const api = await (
+      await createTenant(app, { externalIdFieldKey: undefined, matchingFieldKeys: ['fullName', 'employeeNumber'] })
+    ).client();
     const c = await upsert(api, person('Y-1', 'Yara First'));
     expect(c.status, JSON.stringify(c.body)).toBe(201);
     expect(c.body.externalId).toBe('Yara First');
@@ -472,7 +520,11 @@ describe('matching values and concurrency (D7)', () => {
     const b = await upsertOk(api2, person('T-1', 'Two', sv('grade', 'Integer', 2)));
     expect(b).not.toBe(a);
     expectProblem(await api2.patch(byId(b), { CustomFields: [sv('grade', 'Integer', 1)] }), 409);
-    const same = await upsert(api2, [sv('employeeNumber', 'String', 'T-1'), sv('grade', 'Integer', 2), sv('fullName', 'String', 'Two Updated')]);
+    const same = await upsert(api2, [
+      sv('employeeNumber', 'String', 'T-1'),
+      sv('grade', 'Integer', 2),
+      sv('fullName', 'String', 'Two Updated'),
+    ]);
     expect(same.status).toBe(200);
     expect(same.body.internalId).toBe(b);
     const missing = await upsert(api2, [sv('employeeNumber', 'String', 'T-1'), sv('fullName', 'String', 'No grade')]);
@@ -523,9 +575,18 @@ describe('get by id, PATCH, unknown and foreign ids (D7, D2)', () => {
       Id: sid,
       ExternalId: 'G-1',
       CustomFieldValues: [
-        { Field: { Key: 'employeeNumber', Name: 'Employee number', Type: 'Text', Required: true, IsArray: false }, Value: { DataType: 'String', ValueText: 'G-1' } },
-        { Field: { Key: 'fullName', Name: 'Full name', Type: 'Text', Required: true, IsArray: false }, Value: { DataType: 'String', ValueText: 'Gina Get' } },
-        { Field: { Key: 'grade', Name: 'Grade', Type: 'Integer', Required: false, IsArray: false }, Value: { DataType: 'Integer', ValueText: '3' } },
+        {
+          Field: { Key: 'employeeNumber', Name: 'Employee number', Type: 'Text', Required: true, IsArray: false },
+          Value: { DataType: 'String', ValueText: 'G-1' },
+        },
+        {
+          Field: { Key: 'fullName', Name: 'Full name', Type: 'Text', Required: true, IsArray: false },
+          Value: { DataType: 'String', ValueText: 'Gina Get' },
+        },
+        {
+          Field: { Key: 'grade', Name: 'Grade', Type: 'Integer', Required: false, IsArray: false },
+          Value: { DataType: 'Integer', ValueText: '3' },
+        },
       ],
       StructuralEntities: [
         {
@@ -583,7 +644,7 @@ describe('get by id, PATCH, unknown and foreign ids (D7, D2)', () => {
     expectValidation(r, 'CustomFieldValues[0].Value');
   });
 
-  it('a non-UUID id, an unknown UUID and a foreign tenant\'s subject: 404 on GET, PATCH, PUT and DELETE locations', async () => {
+  it("a non-UUID id, an unknown UUID and a foreign tenant's subject: 404 on GET, PATCH, PUT and DELETE locations", async () => {
     const ids = ['not-a-uuid', '00000000-0000-4000-8000-000000000000', foreignId, 'U3ViamVjdDp4'];
     for (const id of ids) {
       expectProblem(await api.get(byId(id)), 404);
@@ -593,7 +654,7 @@ describe('get by id, PATCH, unknown and foreign ids (D7, D2)', () => {
     }
   });
 
-  it('a Subject\'s GraphQL global id is not a UUID: 404 on the REST paths (D7); GraphQL does not see foreign subjects', async () => {
+  it("a Subject's GraphQL global id is not a UUID: 404 on the REST paths (D7); GraphQL does not see foreign subjects", async () => {
     const sid = await upsertOk(api, person('GID-1', 'Global'), ['dept-a']);
     const globalId = (await api.gql(`query($id: ID!) { subject(id: $id) { id } }`, { id: sid })).body.data.subject.id as string;
     expect(globalId).not.toBe(sid);
@@ -606,7 +667,10 @@ describe('get by id, PATCH, unknown and foreign ids (D7, D2)', () => {
     expect(locationKeys(g.body)).toEqual(['dept-a']);
 
     const foreignGlobal = Buffer.from(`Subject:${foreignId}`).toString('base64');
-    const r = await api.gql(`query($a: ID!, $b: ID!) { a: subject(id: $a) { id } b: subject(id: $b) { id } n: node(id: $b) { id } }`, { a: foreignId, b: foreignGlobal });
+    const r = await api.gql(`query($a: ID!, $b: ID!) { a: subject(id: $a) { id } b: subject(id: $b) { id } n: node(id: $b) { id } }`, {
+      a: foreignId,
+      b: foreignGlobal,
+    });
     expect(r.status).toBe(200);
     expect(r.body.data).toEqual({ a: null, b: null, n: null });
   });
@@ -673,7 +737,12 @@ describe('locations: PUT adds, DELETE removes (D7)', () => {
   });
 
   it('PUT needs Create:SubjectLocation, DELETE needs Delete:SubjectLocation (D4)', async () => {
-    const c = { clientId: 'viewer', clientSecret: 'viewer-secret-value', scopes: ['ServiceApi'], permissions: ['View:Subject', 'Edit:Subject'] };
+    const c = {
+      clientId: 'viewer',
+      clientSecret: 'viewer-secret-value',
+      scopes: ['ServiceApi'],
+      permissions: ['View:Subject', 'Edit:Subject'],
+    };
     const t = await createTenant(app, { structuralEntities: ENTITIES, clients: [FULL_CLIENT, c] });
     const full = await t.client();
     const id = await upsertOk(full, person('L-2', 'Perm'), ['dept-a']);
@@ -717,9 +786,18 @@ describe('GraphQL: Subject fields, subject(id), node(id), StructuralEntity.subje
     expect(s.subject.subjectId).toMatch(/^[0-9a-f-]{36}$/);
     expect(s.subject.id).not.toBe(s.subject.subjectId);
     expect(s.subject.customFieldValues).toEqual([
-      { field: { key: 'employeeNumber', name: 'Employee number', type: 'Text', dataType: 'String', required: true, isArray: false }, values: [{ dataType: 'String', value: 'GQ-1', valueText: 'GQ-1' }] },
-      { field: { key: 'fullName', name: 'Full name', type: 'Text', dataType: 'String', required: true, isArray: false }, values: [{ dataType: 'String', value: 'Graph Quill', valueText: 'Graph Quill' }] },
-      { field: { key: 'grade', name: 'Grade', type: 'Integer', dataType: 'Integer', required: false, isArray: false }, values: [{ dataType: 'Integer', value: 6, valueText: '6' }] },
+      {
+        field: { key: 'employeeNumber', name: 'Employee number', type: 'Text', dataType: 'String', required: true, isArray: false },
+        values: [{ dataType: 'String', value: 'GQ-1', valueText: 'GQ-1' }],
+      },
+      {
+        field: { key: 'fullName', name: 'Full name', type: 'Text', dataType: 'String', required: true, isArray: false },
+        values: [{ dataType: 'String', value: 'Graph Quill', valueText: 'Graph Quill' }],
+      },
+      {
+        field: { key: 'grade', name: 'Grade', type: 'Integer', dataType: 'Integer', required: false, isArray: false },
+        values: [{ dataType: 'Integer', value: 6, valueText: '6' }],
+      },
       {
         field: { key: 'skills', name: 'Skills', type: 'String', dataType: 'String', required: false, isArray: true },
         values: [
@@ -728,9 +806,19 @@ describe('GraphQL: Subject fields, subject(id), node(id), StructuralEntity.subje
         ],
       },
     ]);
-    expect(s.subject.structuralEntities).toEqual({ totalCount: 1, edges: [{ node: { key: 'dept-a', depth: 2, structureType: { key: 'department' } } }] });
+    expect(s.subject.structuralEntities).toEqual({
+      totalCount: 1,
+      edges: [{ node: { key: 'dept-a', depth: 2, structureType: { key: 'department' } } }],
+    });
 
-    const updated = await api.gql(mutation, { input: { customFieldValues: [{ key: 'employeeNumber', value: { String: { value: 'GQ-1' } } }, { key: 'grade', value: { Integer: { value: 7 } } }] } });
+    const updated = await api.gql(mutation, {
+      input: {
+        customFieldValues: [
+          { key: 'employeeNumber', value: { String: { value: 'GQ-1' } } },
+          { key: 'grade', value: { Integer: { value: 7 } } },
+        ],
+      },
+    });
     expect(updated.body.errors).toBeUndefined();
     expect(updated.body.data.upsertSubject.created).toBe(false);
     expect(updated.body.data.upsertSubject.subject.subjectId).toBe(s.subject.subjectId);
@@ -741,7 +829,13 @@ describe('GraphQL: Subject fields, subject(id), node(id), StructuralEntity.subje
 
   it('upsertSubject with a bad value: a BAD_REQUEST error naming the location, nothing written', async () => {
     const r = await api.gql(`mutation($input: UpsertSubjectInput!) { upsertSubject(input: $input) { subject { id } } }`, {
-      input: { customFieldValues: [{ key: 'employeeNumber', value: { String: { value: 'GQ-BAD' } } }, { key: 'fullName', value: { String: { value: 'Bad' } } }, { key: 'grade', value: { Integer: { value: 'x' } } }] },
+      input: {
+        customFieldValues: [
+          { key: 'employeeNumber', value: { String: { value: 'GQ-BAD' } } },
+          { key: 'fullName', value: { String: { value: 'Bad' } } },
+          { key: 'grade', value: { Integer: { value: 'x' } } },
+        ],
+      },
     });
     expect(r.body.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
     expect(Object.keys(r.body.errors![0]!.extensions!['errors'])).toContain('customFieldValues[2].value.Integer.value');
@@ -756,7 +850,9 @@ describe('GraphQL: Subject fields, subject(id), node(id), StructuralEntity.subje
     const globalId = byUuid.body.data.subject.id as string;
     expect(byUuid.body.data.subject).toEqual({ id: globalId, subjectId: sid, externalId: 'GQ-2' });
     expect((await api.gql(q, { id: globalId })).body.data.subject).toEqual({ id: globalId, subjectId: sid, externalId: 'GQ-2' });
-    const node = await api.gql(`query($id: ID!) { node(id: $id) { __typename id ... on Subject { subjectId externalId } } }`, { id: globalId });
+    const node = await api.gql(`query($id: ID!) { node(id: $id) { __typename id ... on Subject { subjectId externalId } } }`, {
+      id: globalId,
+    });
     expect(node.body.data.node).toEqual({ __typename: 'Subject', id: globalId, subjectId: sid, externalId: 'GQ-2' });
     for (const unknown of ['00000000-0000-4000-8000-000000000000', 'nope']) {
       const r = await api.gql(q, { id: unknown });
@@ -791,10 +887,21 @@ describe('GraphQL: Subject fields, subject(id), node(id), StructuralEntity.subje
     const sid = await upsertOk(api, person('GQ-3', 'Muta Tion'));
     const upd = await api.gql(
       `mutation($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { subjectId externalId customFieldValues { field { key } values { valueText } } } } }`,
-      { input: { id: sid, customFields: [{ key: 'grade', value: { Integer: { value: 11 } } }, { key: 'email', value: { String: { value: 'm@example.org' } } }] } },
+      {
+        input: {
+          id: sid,
+          customFields: [
+            { key: 'grade', value: { Integer: { value: 11 } } },
+            { key: 'email', value: { String: { value: 'm@example.org' } } },
+          ],
+        },
+      },
     );
     expect(upd.body.errors).toBeUndefined();
-    const vals = upd.body.data.updateSubject.subject.customFieldValues.map((v: any) => [v.field.key, v.values.map((x: any) => x.valueText)]);
+    const vals = upd.body.data.updateSubject.subject.customFieldValues.map((v: any) => [
+      v.field.key,
+      v.values.map((x: any) => x.valueText),
+    ]);
     expect(vals).toEqual([
       ['employeeNumber', ['GQ-3']],
       ['fullName', ['Muta Tion']],
@@ -808,13 +915,17 @@ describe('GraphQL: Subject fields, subject(id), node(id), StructuralEntity.subje
       { input: { id: sid, customFieldValues: [{ key: 'grade', value: { Integer: { value: 12 } } }] } },
     );
     expect(alias.body.errors).toBeUndefined();
-    expect(alias.body.data.updateSubject.subject.customFieldValues.find((v: any) => v.field.key === 'grade').values).toEqual([{ valueText: '12' }]);
+    expect(alias.body.data.updateSubject.subject.customFieldValues.find((v: any) => v.field.key === 'grade').values).toEqual([
+      { valueText: '12' },
+    ]);
     const badAlias = await api.gql(`mutation($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { id } } }`, {
       input: { id: sid, customFieldValues: [{ key: 'grade', value: { String: { value: 'x' } } }] },
     });
     expect(badAlias.body.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
     expect(Object.keys(badAlias.body.errors![0]!.extensions!['errors'])).toEqual(['customFieldValues[0].value']);
-    const neither = await api.gql(`mutation($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { id } } }`, { input: { id: sid } });
+    const neither = await api.gql(`mutation($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { id } } }`, {
+      input: { id: sid },
+    });
     expect(neither.body.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
 
     const add = await api.gql(
@@ -822,7 +933,10 @@ describe('GraphQL: Subject fields, subject(id), node(id), StructuralEntity.subje
       { input: { subjectId: sid, keys: ['dept-a', 'dept-c'] } },
     );
     expect(add.body.errors).toBeUndefined();
-    expect(add.body.data.addSubjectToStructuralEntities.subject.structuralEntities.edges.map((e: any) => e.node.key)).toEqual(['dept-a', 'dept-c']);
+    expect(add.body.data.addSubjectToStructuralEntities.subject.structuralEntities.edges.map((e: any) => e.node.key)).toEqual([
+      'dept-a',
+      'dept-c',
+    ]);
 
     // The global id works as subjectId too.
     const globalId = (await api.gql(`query($id: ID!) { subject(id: $id) { id } }`, { id: sid })).body.data.subject.id;
@@ -832,21 +946,34 @@ describe('GraphQL: Subject fields, subject(id), node(id), StructuralEntity.subje
     );
     expect(remove.body.errors).toBeUndefined();
     expect(remove.body.data.removeSubjectFromStructuralEntities.subject.subjectId).toBe(sid);
-    expect(remove.body.data.removeSubjectFromStructuralEntities.subject.structuralEntities.edges.map((e: any) => e.node.key)).toEqual(['dept-c']);
+    expect(remove.body.data.removeSubjectFromStructuralEntities.subject.structuralEntities.edges.map((e: any) => e.node.key)).toEqual([
+      'dept-c',
+    ]);
 
-    const bad = await api.gql(`mutation($input: SubjectLocationsInput!) { addSubjectToStructuralEntities(input: $input) { subject { id } } }`, {
-      input: { subjectId: sid, keys: ['acme'] },
-    });
+    const bad = await api.gql(
+      `mutation($input: SubjectLocationsInput!) { addSubjectToStructuralEntities(input: $input) { subject { id } } }`,
+      {
+        input: { subjectId: sid, keys: ['acme'] },
+      },
+    );
     expect(bad.body.errors?.[0]?.extensions?.code).toBe('BAD_REQUEST');
-    const unknown = await api.gql(`mutation($input: SubjectLocationsInput!) { addSubjectToStructuralEntities(input: $input) { subject { id } } }`, {
-      input: { subjectId: '00000000-0000-4000-8000-000000000000', keys: ['dept-a'] },
-    });
+    const unknown = await api.gql(
+      `mutation($input: SubjectLocationsInput!) { addSubjectToStructuralEntities(input: $input) { subject { id } } }`,
+      {
+        input: { subjectId: '00000000-0000-4000-8000-000000000000', keys: ['dept-a'] },
+      },
+    );
     expect(unknown.body.errors?.[0]?.extensions?.code).toBe('NOT_FOUND');
     expect(locationKeys((await api.get(byId(sid))).body)).toEqual(['dept-c']);
   });
 
   it('a mutation without the permission is a FORBIDDEN error on that field (D4)', async () => {
-    const c = { clientId: 'reader', clientSecret: 'reader-secret-value', scopes: ['ServiceApi'], permissions: ['View:Subject', 'List:Subject'] };
+    const c = {
+      clientId: 'reader',
+      clientSecret: 'reader-secret-value',
+      scopes: ['ServiceApi'],
+      permissions: ['View:Subject', 'List:Subject'],
+    };
     const t = await createTenant(app, { structuralEntities: ENTITIES, clients: [FULL_CLIENT, c] });
     const reader = await t.client({ clientId: c.clientId, clientSecret: c.clientSecret });
     const r = await reader.gql(`mutation { upsertSubject(input: { customFieldValues: [

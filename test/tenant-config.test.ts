@@ -49,13 +49,27 @@ async function rowCounts(): Promise<Record<string, number>> {
 }
 
 const TENANT_TABLES = [
-  'client', 'subject_field', 'structure_type', 'structure_type_field', 'structural_entity', 'user_group',
-  'user_group_structural_entity', 'app_user', 'app_user_group', 'portal_config', 'data_source', 'data_extract',
+  'client',
+  'subject_field',
+  'structure_type',
+  'structure_type_field',
+  'structural_entity',
+  'user_group',
+  'user_group_structural_entity',
+  'app_user',
+  'app_user_group',
+  'portal_config',
+  'data_source',
+  'data_extract',
 ] as const;
 
 /** Every stored row of one tenant (bookkeeping timestamps aside), in a stable order. */
 async function tenantSnapshot(key: string) {
-  const tenant = await app.handle.db.selectFrom('tenant').select(['id', 'key', 'name', 'matching_field_keys', 'external_id_field_key']).where('key', '=', key).executeTakeFirstOrThrow();
+  const tenant = await app.handle.db
+    .selectFrom('tenant')
+    .select(['id', 'key', 'name', 'matching_field_keys', 'external_id_field_key'])
+    .where('key', '=', key)
+    .executeTakeFirstOrThrow();
   const tables: Record<string, unknown[]> = {};
   for (const t of TENANT_TABLES) {
     const rows = (await app.handle.db.selectFrom(t).selectAll().where('tenant_id', '=', tenant.id).execute()) as Record<string, unknown>[];
@@ -79,7 +93,12 @@ function scryptHash(secret: string): string {
 async function tokenRequest(tenantKey: string, clientId: string, clientSecret: string) {
   const res = await fetch(`${app.url}/connect/token`, {
     method: 'POST',
-    body: new URLSearchParams({ grant_type: 'client_credentials', tenant_key: tenantKey, client_id: clientId, client_secret: clientSecret }),
+    body: new URLSearchParams({
+      grant_type: 'client_credentials',
+      tenant_key: tenantKey,
+      client_id: clientId,
+      client_secret: clientSecret,
+    }),
   });
   return { status: res.status, body: (await res.json()) as { access_token?: string; error?: string } };
 }
@@ -92,11 +111,28 @@ function fullTenant(overrides: Record<string, unknown> = {}): TenantDoc {
   return tenantConfig({
     clients: [
       FULL_CLIENT,
-      { clientId: 'hashed', clientSecretHash: scryptHash('hashed-client-secret'), scopes: ['ServiceApi'], permissions: ['List:StructuralEntity'] },
+      {
+        clientId: 'hashed',
+        clientSecretHash: scryptHash('hashed-client-secret'),
+        scopes: ['ServiceApi'],
+        permissions: ['List:StructuralEntity'],
+      },
     ],
     structuralEntities: [
-      { key: 'team', displayName: 'Team', structureTypeKey: 'department', parentKey: 'dept', customFieldValues: [{ key: 'headcount', value: { Integer: { Value: 4 } } }] },
-      { key: 'dept', displayName: 'Dept', structureTypeKey: 'department', parentKey: 'root', customFieldValues: [{ key: 'costCenter', value: { String: { Value: 'CC-1' } } }] },
+      {
+        key: 'team',
+        displayName: 'Team',
+        structureTypeKey: 'department',
+        parentKey: 'dept',
+        customFieldValues: [{ key: 'headcount', value: { Integer: { Value: 4 } } }],
+      },
+      {
+        key: 'dept',
+        displayName: 'Dept',
+        structureTypeKey: 'department',
+        parentKey: 'root',
+        customFieldValues: [{ key: 'costCenter', value: { String: { Value: 'CC-1' } } }],
+      },
       { key: 'root', displayName: 'Root', structureTypeKey: 'company' },
     ],
     groups: [{ key: 'staff', name: 'Staff', structuralEntityKeys: ['dept', 'team'] }],
@@ -104,7 +140,13 @@ function fullTenant(overrides: Record<string, unknown> = {}): TenantDoc {
       { id: 'u-1', displayName: 'Ann Smith', email: 'ann@example.org', active: true, groupKeys: ['staff'] },
       { id: 'u-2', displayName: 'Bob Jones', active: false },
     ],
-    portal: { selfAccessEnabled: true, thirdPartyAccessEnabled: false, emailFieldKey: 'email', displayNameFieldKey: 'fullName', invitationFieldKeys: ['email'] },
+    portal: {
+      selfAccessEnabled: true,
+      thirdPartyAccessEnabled: false,
+      emailFieldKey: 'email',
+      displayNameFieldKey: 'fullName',
+      invitationFieldKeys: ['email'],
+    },
     dataSources: [
       {
         key: 'wearables',
@@ -137,17 +179,29 @@ describe('D3 applying is idempotent', () => {
     expect(twice).toEqual(once);
     expect(await rowCounts()).toEqual(countsOnce);
 
-    const hash = await app.handle.db.selectFrom('client').select('secret_hash').where('tenant_id', '=', once.tenant.id).where('client_id', '=', 'full').executeTakeFirstOrThrow();
+    const hash = await app.handle.db
+      .selectFrom('client')
+      .select('secret_hash')
+      .where('tenant_id', '=', once.tenant.id)
+      .where('client_id', '=', 'full')
+      .executeTakeFirstOrThrow();
     expect(once.tables['client']!.some((r) => (r as string).includes(hash.secret_hash))).toBe(true);
   });
 
   it('re-applying upserts changes and never deletes entities', async () => {
     const t = fullTenant();
     await apply({ tenants: [t] });
-    await apply({ tenants: [{ ...t, name: 'Renamed', structuralEntities: [{ key: 'root', displayName: 'Root renamed', structureTypeKey: 'company' }] }] });
+    await apply({
+      tenants: [{ ...t, name: 'Renamed', structuralEntities: [{ key: 'root', displayName: 'Root renamed', structureTypeKey: 'company' }] }],
+    });
     const snap = await tenantSnapshot(t.key);
     expect(snap.tenant.name).toBe('Renamed');
-    const entities = await app.handle.db.selectFrom('structural_entity').select(['key', 'display_name', 'depth']).where('tenant_id', '=', snap.tenant.id).orderBy('key').execute();
+    const entities = await app.handle.db
+      .selectFrom('structural_entity')
+      .select(['key', 'display_name', 'depth'])
+      .where('tenant_id', '=', snap.tenant.id)
+      .orderBy('key')
+      .execute();
     expect(entities).toEqual([
       { key: 'dept', display_name: 'Dept', depth: 2 },
       { key: 'root', display_name: 'Root renamed', depth: 1 },
@@ -171,18 +225,68 @@ describe('D3 applying is idempotent', () => {
 describe('D3 an invalid file changes nothing and names the JSON path of each problem', () => {
   type Case = [string, (t: TenantDoc) => unknown, string];
   const cases: Case[] = [
-    ['a wrong dataType', (t) => ({ ...t, subjectFields: [...t.subjectFields, { key: 'x', name: 'X', dataType: 'Text' }] }), 'tenants[0].subjectFields[5].dataType'],
+    [
+      'a wrong dataType',
+      (t) => ({ ...t, subjectFields: [...t.subjectFields, { key: 'x', name: 'X', dataType: 'Text' }] }),
+      'tenants[0].subjectFields[5].dataType',
+    ],
     ['a missing key', (t) => ({ ...t, structureTypes: [...t.structureTypes, { name: 'No key' }] }), 'tenants[0].structureTypes[2].key'],
-    ['an unknown structureTypeKey of an entity', (t) => ({ ...t, structuralEntities: [...t.structuralEntities, { key: 'e', displayName: 'E', structureTypeKey: 'nope' }] }), 'tenants[0].structuralEntities[3].structureTypeKey'],
-    ['an unknown parentKey of an entity', (t) => ({ ...t, structuralEntities: [...t.structuralEntities, { key: 'e', displayName: 'E', structureTypeKey: 'company', parentKey: 'nope' }] }), 'tenants[0].structuralEntities[3].parentKey'],
-    ['an unknown group key of a user', (t) => ({ ...t, users: [...t.users, { id: 'u-3', displayName: 'C', groupKeys: ['staff', 'no-such-group'] }] }), 'tenants[0].users[2].groupKeys[1]'],
-    ['an unknown structural entity of a group', (t) => ({ ...t, groups: [{ key: 'g', name: 'G', structuralEntityKeys: ['nope'] }] }), 'tenants[0].groups[0].structuralEntityKeys[0]'],
-    ['an unknown dataSourceKey of an extract', (t) => ({ ...t, dataExtracts: [{ key: 'x', name: 'X', dataSourceKey: 'nope' }] }), 'tenants[0].dataExtracts[0].dataSourceKey'],
-    ['a duplicate field key', (t) => ({ ...t, subjectFields: [...t.subjectFields, { key: 'email', name: 'Again', dataType: 'String' }] }), 'tenants[0].subjectFields[5].key'],
+    [
+      'an unknown structureTypeKey of an entity',
+      (t) => ({ ...t, structuralEntities: [...t.structuralEntities, { key: 'e', displayName: 'E', structureTypeKey: 'nope' }] }),
+      'tenants[0].structuralEntities[3].structureTypeKey',
+    ],
+    [
+      'an unknown parentKey of an entity',
+      (t) => ({
+        ...t,
+        structuralEntities: [...t.structuralEntities, { key: 'e', displayName: 'E', structureTypeKey: 'company', parentKey: 'nope' }],
+      }),
+      'tenants[0].structuralEntities[3].parentKey',
+    ],
+    [
+      'an unknown group key of a user',
+      (t) => ({ ...t, users: [...t.users, { id: 'u-3', displayName: 'C', groupKeys: ['staff', 'no-such-group'] }] }),
+      'tenants[0].users[2].groupKeys[1]',
+    ],
+    [
+      'an unknown structural entity of a group',
+      (t) => ({ ...t, groups: [{ key: 'g', name: 'G', structuralEntityKeys: ['nope'] }] }),
+      'tenants[0].groups[0].structuralEntityKeys[0]',
+    ],
+    [
+      'an unknown dataSourceKey of an extract',
+      (t) => ({ ...t, dataExtracts: [{ key: 'x', name: 'X', dataSourceKey: 'nope' }] }),
+      'tenants[0].dataExtracts[0].dataSourceKey',
+    ],
+    [
+      'a duplicate field key',
+      (t) => ({ ...t, subjectFields: [...t.subjectFields, { key: 'email', name: 'Again', dataType: 'String' }] }),
+      'tenants[0].subjectFields[5].key',
+    ],
     ['a duplicate clientId', (t) => ({ ...t, clients: [...t.clients, { ...FULL_CLIENT }] }), 'tenants[0].clients[2].clientId'],
     ['an unknown matching field', (t) => ({ ...t, matchingFieldKeys: ['nope'] }), 'tenants[0].matchingFieldKeys[0]'],
-    ['an unknown portal field', (t) => ({ ...t, portal: { selfAccessEnabled: true, emailFieldKey: 'nope' } }), 'tenants[0].portal.emailFieldKey'],
-    ['a bad custom field value of an entity', (t) => ({ ...t, structuralEntities: [...t.structuralEntities, { key: 'v', displayName: 'V', structureTypeKey: 'department', customFieldValues: [{ key: 'headcount', value: { Integer: { Value: 'many' } } }] }] }), 'tenants[0].structuralEntities[3].customFieldValues[0].value.Integer.value'],
+    [
+      'an unknown portal field',
+      (t) => ({ ...t, portal: { selfAccessEnabled: true, emailFieldKey: 'nope' } }),
+      'tenants[0].portal.emailFieldKey',
+    ],
+    [
+      'a bad custom field value of an entity',
+      (t) => ({
+        ...t,
+        structuralEntities: [
+          ...t.structuralEntities,
+          {
+            key: 'v',
+            displayName: 'V',
+            structureTypeKey: 'department',
+            customFieldValues: [{ key: 'headcount', value: { Integer: { Value: 'many' } } }],
+          },
+        ],
+      }),
+      'tenants[0].structuralEntities[3].customFieldValues[0].value.Integer.value',
+    ],
     [
       'a parent cycle inside the file',
       (t) => ({
@@ -230,7 +334,11 @@ describe('D3 an invalid file changes nothing and names the JSON path of each pro
         {
           ...t,
           clients: [...t.clients, { ...FULL_CLIENT }],
-          subjectFields: [...t.subjectFields, { key: 'bad', name: 'Bad', dataType: 'Number' }, { key: 'email', name: 'Dup', dataType: 'String' }],
+          subjectFields: [
+            ...t.subjectFields,
+            { key: 'bad', name: 'Bad', dataType: 'Number' },
+            { key: 'email', name: 'Dup', dataType: 'String' },
+          ],
           structureTypes: [...t.structureTypes, { name: 'No key', subjectAssignable: true }],
           structuralEntities: [
             { key: 'a', displayName: 'A', structureTypeKey: 'company', parentKey: 'b' },
@@ -299,7 +407,9 @@ describe('D3 secrets', () => {
 
   it('clientSecretHash is stored as given, and the client can then get a token with the secret', async () => {
     const hash = scryptHash('only-the-operator-knows');
-    const t = tenantConfig({ clients: [{ clientId: 'ops', clientSecretHash: hash, scopes: ['ServiceApi'], permissions: ['List:StructuralEntity'] }] });
+    const t = tenantConfig({
+      clients: [{ clientId: 'ops', clientSecretHash: hash, scopes: ['ServiceApi'], permissions: ['List:StructuralEntity'] }],
+    });
     await apply({ tenants: [t] });
     const row = await app.handle.db
       .selectFrom('client')
@@ -321,7 +431,9 @@ describe('D3 secrets', () => {
     const base = { clientId: 'c', scopes: ['ServiceApi'], permissions: [] };
     const bad = await rejected({ tenants: [tenantConfig({ clients: [{ ...base, clientSecretHash: 'plaintext-not-a-hash' }] })] });
     expect(pathsOf(bad)).toContain('tenants[0].clients[0].clientSecretHash');
-    const both = await rejected({ tenants: [tenantConfig({ clients: [{ ...base, clientSecret: 'long-enough-secret', clientSecretHash: scryptHash('x') }] })] });
+    const both = await rejected({
+      tenants: [tenantConfig({ clients: [{ ...base, clientSecret: 'long-enough-secret', clientSecretHash: scryptHash('x') }] })],
+    });
     expect(pathsOf(both)).toContain('tenants[0].clients[0].clientSecret');
     const neither = await rejected({ tenants: [tenantConfig({ clients: [base] })] });
     expect(pathsOf(neither)).toContain('tenants[0].clients[0].clientSecret');
@@ -363,7 +475,12 @@ describe('D3 structural entities', () => {
     });
     await apply({ tenants: [t] });
     const { tenant } = await tenantSnapshot(t.key);
-    const rows = await app.handle.db.selectFrom('structural_entity').select(['key', 'parent_key', 'depth']).where('tenant_id', '=', tenant.id).orderBy('key').execute();
+    const rows = await app.handle.db
+      .selectFrom('structural_entity')
+      .select(['key', 'parent_key', 'depth'])
+      .where('tenant_id', '=', tenant.id)
+      .orderBy('key')
+      .execute();
     expect(rows).toEqual([
       { key: 'leaf', parent_key: 'mid', depth: 3 },
       { key: 'mid', parent_key: 'top', depth: 2 },
@@ -380,13 +497,25 @@ describe('D3 structural entities', () => {
 
   it('an entity value may name a user defined in the same file (UserIdentifier)', async () => {
     const t = fullTenant({
-      structuralEntities: [{ key: 'd', displayName: 'D', structureTypeKey: 'department', customFieldValues: [{ key: 'manager', value: { UserIdentifier: { Value: 'boss' } } }] }],
+      structuralEntities: [
+        {
+          key: 'd',
+          displayName: 'D',
+          structureTypeKey: 'department',
+          customFieldValues: [{ key: 'manager', value: { UserIdentifier: { Value: 'boss' } } }],
+        },
+      ],
       groups: [],
       users: [{ id: 'boss', displayName: 'The Boss' }],
     });
     await apply({ tenants: [t] });
     const { tenant } = await tenantSnapshot(t.key);
-    const row = await app.handle.db.selectFrom('structural_entity').select('custom_values').where('tenant_id', '=', tenant.id).where('key', '=', 'd').executeTakeFirstOrThrow();
+    const row = await app.handle.db
+      .selectFrom('structural_entity')
+      .select('custom_values')
+      .where('tenant_id', '=', tenant.id)
+      .where('key', '=', 'd')
+      .executeTakeFirstOrThrow();
     expect(row.custom_values).toEqual({ manager: 'boss' });
   });
 
@@ -394,10 +523,23 @@ describe('D3 structural entities', () => {
     const t = fullTenant({ structuralEntities: [{ key: 'x', displayName: 'X', structureTypeKey: 'department' }], groups: [], users: [] });
     await apply({ tenants: [t] });
     await apply({
-      tenants: [{ ...t, structuralEntities: [{ key: 'x', displayName: 'X', structureTypeKey: 'department', parentKey: 'new-top' }, { key: 'new-top', displayName: 'New top', structureTypeKey: 'company' }] }],
+      tenants: [
+        {
+          ...t,
+          structuralEntities: [
+            { key: 'x', displayName: 'X', structureTypeKey: 'department', parentKey: 'new-top' },
+            { key: 'new-top', displayName: 'New top', structureTypeKey: 'company' },
+          ],
+        },
+      ],
     });
     const { tenant } = await tenantSnapshot(t.key);
-    const rows = await app.handle.db.selectFrom('structural_entity').select(['key', 'parent_key', 'depth']).where('tenant_id', '=', tenant.id).orderBy('key').execute();
+    const rows = await app.handle.db
+      .selectFrom('structural_entity')
+      .select(['key', 'parent_key', 'depth'])
+      .where('tenant_id', '=', tenant.id)
+      .orderBy('key')
+      .execute();
     expect(rows).toEqual([
       { key: 'new-top', parent_key: null, depth: 1 },
       { key: 'x', parent_key: 'new-top', depth: 2 },
@@ -418,37 +560,60 @@ describe('D1/D3 npm run tenant:apply', () => {
     delete env['DATABASE_URL'];
     delete env['TENANT_CONFIG'];
     return new Promise((resolve) => {
-      execFile('npm', ['run', '--silent', 'tenant:apply', '--', file], { cwd: path.resolve(import.meta.dirname, '..'), env, timeout: 90_000 }, (error, stdout, stderr) => {
-        const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
-        resolve({ code, stdout, stderr });
-      });
+      execFile(
+        'npm',
+        ['run', '--silent', 'tenant:apply', '--', file],
+        { cwd: path.resolve(import.meta.dirname, '..'), env, timeout: 90_000 },
+        (error, stdout, stderr) => {
+          const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
+          resolve({ code, stdout, stderr });
+        },
+      );
     });
   }
 
-  it('applies a valid file (exit 0, names the tenant) and rejects an invalid one (non-zero, names the path)', { timeout: 120_000 }, async () => {
-    const t = fullTenant();
-    const good = path.join(dir, 'good.json');
-    await writeFile(good, JSON.stringify({ tenants: [t] }));
-    const ok = await cli(good);
-    expect(ok.code, ok.stderr).toBe(0);
-    expect(ok.stdout).toContain(`applied: ${t.key}`);
+  it(
+    'applies a valid file (exit 0, names the tenant) and rejects an invalid one (non-zero, names the path)',
+    { timeout: 120_000 },
+    async () => {
+      const t = fullTenant();
+      const good = path.join(dir, 'good.json');
+      await writeFile(good, JSON.stringify({ tenants: [t] }));
+      const ok = await cli(good);
+      expect(ok.code, ok.stderr).toBe(0);
+      expect(ok.stdout).toContain(`applied: ${t.key}`);
 
-    const bad = path.join(dir, 'bad.json');
-    await writeFile(bad, JSON.stringify({ tenants: [{ ...t, dataExtracts: [{ key: 'x', name: 'X', dataSourceKey: 'nope' }], subjectFields: [{ key: 'k', name: 'K', dataType: 'Texty' }] }] }));
-    const ko = await cli(bad);
-    expect(ko.code).not.toBe(0);
-    expect(ko.stderr).toContain('tenants[0].subjectFields[0].dataType');
-    expect(ko.stdout).not.toContain('applied');
-  });
+      const bad = path.join(dir, 'bad.json');
+      await writeFile(
+        bad,
+        JSON.stringify({
+          tenants: [
+            {
+              ...t,
+              dataExtracts: [{ key: 'x', name: 'X', dataSourceKey: 'nope' }],
+              subjectFields: [{ key: 'k', name: 'K', dataType: 'Texty' }],
+            },
+          ],
+        }),
+      );
+      const ko = await cli(bad);
+      expect(ko.code).not.toBe(0);
+      expect(ko.stderr).toContain('tenants[0].subjectFields[0].dataType');
+      expect(ko.stdout).not.toContain('applied');
+    },
+  );
 });
 
-describe('D3 entity values in the REST upsert\'s sent shape (issue 10)', () => {
+describe("D3 entity values in the REST upsert's sent shape (issue 10)", () => {
   it('accepts {"Key", "Value"} copied from a REST body, names bound case-insensitively as REST binds them (D5)', async () => {
     const t = fullTenant({
       structuralEntities: [
         { key: 'root', displayName: 'Root', structureTypeKey: 'company' },
         {
-          key: 'dept', displayName: 'Dept', structureTypeKey: 'department', parentKey: 'root',
+          key: 'dept',
+          displayName: 'Dept',
+          structureTypeKey: 'department',
+          parentKey: 'root',
           customFieldValues: [
             { Key: 'costCenter', Value: { String: { Value: 'CC-1' } } },
             { KEY: 'headcount', value: { integer: { value: 7 } } },
@@ -467,7 +632,16 @@ describe('D3 entity values in the REST upsert\'s sent shape (issue 10)', () => {
       .executeTakeFirstOrThrow();
     expect(row.custom_values).toEqual({ costCenter: 'CC-1', headcount: 7 });
     // A name the REST body does not know is still named as a problem, at its path.
-    const bad = await apply({ tenants: [fullTenant({ structuralEntities: [{ key: 'x', displayName: 'X', structureTypeKey: 'department', customFieldValues: [{ Key: 'costCenter', Valeu: 1 }] }], groups: [] })] }).catch((e) => e);
+    const bad = await apply({
+      tenants: [
+        fullTenant({
+          structuralEntities: [
+            { key: 'x', displayName: 'X', structureTypeKey: 'department', customFieldValues: [{ Key: 'costCenter', Valeu: 1 }] },
+          ],
+          groups: [],
+        }),
+      ],
+    }).catch((e) => e);
     expect(bad).toBeInstanceOf(TenantConfigError);
     expect(pathsOf(bad).join(' ')).toContain('tenants[0].structuralEntities[0].customFieldValues[0]');
   });

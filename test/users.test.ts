@@ -96,11 +96,16 @@ describe('GET /api/v1/users (D9)', () => {
     expect((await api.get('/api/v1/users?searchTerm=zzzzqqq')).body).toEqual([]);
   });
 
-  it('finds users with access through the subject\'s locations and their ancestors, two levels up too', async () => {
+  it("finds users with access through the subject's locations and their ancestors, two levels up too", async () => {
     // sales-north ← sales ← acme: hr (acme, two levels up), sales-managers (sales), north-team (sales-north).
     expect(ids((await api.get(`/api/v1/users?withAccessToSubjectId=${located}`)).body)).toEqual(['u-ann', 'u-bob', 'u-zed']);
     // The inactive member of north-team only with includeInactive.
-    expect(ids((await api.get(`/api/v1/users?withAccessToSubjectId=${located}&includeInactive`)).body)).toEqual(['u-ann', 'u-bob', 'u-cy', 'u-zed']);
+    expect(ids((await api.get(`/api/v1/users?withAccessToSubjectId=${located}&includeInactive`)).body)).toEqual([
+      'u-ann',
+      'u-bob',
+      'u-cy',
+      'u-zed',
+    ]);
     // Combined with a search term (AND).
     expect(ids((await api.get(`/api/v1/users?withAccessToSubjectId=${located}&searchTerm=bob`)).body)).toEqual(['u-bob']);
     // A subject without locations: nobody.
@@ -118,7 +123,7 @@ describe('GET /api/v1/users (D9)', () => {
     }
   });
 
-  it('answers 404 for a subject id that is unknown, not a UUID, or another tenant\'s (D2)', async () => {
+  it("answers 404 for a subject id that is unknown, not a UUID, or another tenant's (D2)", async () => {
     expectProblem(await api.get('/api/v1/users?withAccessToSubjectId=00000000-0000-4000-8000-000000000000'), 404);
     expectProblem(await api.get('/api/v1/users?withAccessToSubjectId=nope'), 404);
     const other = await createTenant(app);
@@ -156,13 +161,20 @@ describe('GraphQL users (D9, D11)', () => {
         { key: 'sales-managers', name: 'Sales managers', structuralEntities: [{ key: 'sales' }] },
       ],
     });
-    const p2 = await api.gql(q, { subject: encodeGlobalID('Subject', located), inactive: true, after: p1.body.data.users.pageInfo.endCursor });
+    const p2 = await api.gql(q, {
+      subject: encodeGlobalID('Subject', located),
+      inactive: true,
+      after: p1.body.data.users.pageInfo.endCursor,
+    });
     expect(p2.body.data.users.edges.map((e: any) => e.node.id)).toEqual(['u-cy', 'u-zed']);
     expect(p2.body.data.users.pageInfo).toMatchObject({ hasNextPage: false, hasPreviousPage: true });
   });
 
   it('lists Subject.usersWithAccess and reports an unknown subject as NOT_FOUND', async () => {
-    const r = await api.gql(`query($id: ID!) { subject(id: $id) { usersWithAccess(searchTerm: "a") { totalCount edges { node { id } } } } }`, { id: located });
+    const r = await api.gql(
+      `query($id: ID!) { subject(id: $id) { usersWithAccess(searchTerm: "a") { totalCount edges { node { id } } } } }`,
+      { id: located },
+    );
     expect(r.body.data.subject.usersWithAccess.edges.map((e: any) => e.node.id)).toEqual(['u-ann', 'u-zed']);
     const missing = await api.gql(`{ users(withAccessToSubjectId: "00000000-0000-4000-8000-000000000000") { totalCount } }`);
     expect(missing.body.errors[0].extensions.code).toBe('NOT_FOUND');
@@ -170,7 +182,9 @@ describe('GraphQL users (D9, D11)', () => {
 
   it('answers FORBIDDEN on users without List:User, other fields still answered (D4)', async () => {
     const limited = await tenant.client({ clientId: 'no-users', clientSecret: 'no-users-secret' });
-    const r = await limited.gql(`query($id: ID!) { users { totalCount } subject(id: $id) { subjectId usersWithAccess { totalCount } } }`, { id: located });
+    const r = await limited.gql(`query($id: ID!) { users { totalCount } subject(id: $id) { subjectId usersWithAccess { totalCount } } }`, {
+      id: located,
+    });
     expect(r.status).toBe(200);
     expect(r.body.data.users).toBeNull();
     expect(r.body.data.subject).toEqual({ subjectId: located, usersWithAccess: null });

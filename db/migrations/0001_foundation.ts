@@ -83,7 +83,13 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('required', 'boolean', (c) => c.notNull())
     .addColumn('position', 'integer', (c) => c.notNull())
     .addPrimaryKeyConstraint('structure_type_field_pk', ['tenant_id', 'structure_type_key', 'key'])
-    .addForeignKeyConstraint('structure_type_field_type_fk', ['tenant_id', 'structure_type_key'], 'structure_type', ['tenant_id', 'key'], (c) => c.onDelete('cascade'))
+    .addForeignKeyConstraint(
+      'structure_type_field_type_fk',
+      ['tenant_id', 'structure_type_key'],
+      'structure_type',
+      ['tenant_id', 'key'],
+      (c) => c.onDelete('cascade'),
+    )
     .execute();
 
   // `path` holds the ids of the ancestors, root first: descendants of X are `path @> {X}`
@@ -97,7 +103,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('structure_type_key', sql`text COLLATE "C"`, (c) => c.notNull())
     .addColumn('parent_key', sql`text COLLATE "C"`)
     .addColumn('path', sql`bigint[]`, (c) => c.notNull())
-    .addColumn('depth', 'integer', (c) => c.notNull().generatedAlwaysAs(sql`cardinality(path) + 1`).stored())
+    .addColumn('depth', 'integer', (c) =>
+      c
+        .notNull()
+        .generatedAlwaysAs(sql`cardinality(path) + 1`)
+        .stored(),
+    )
     .addColumn('custom_values', 'jsonb', (c) => c.notNull().defaultTo(sql`'{}'::jsonb`))
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
@@ -128,7 +139,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('structural_entity_id', 'bigint', (c) => c.notNull())
     .addPrimaryKeyConstraint('user_group_structural_entity_pk', ['tenant_id', 'group_key', 'structural_entity_id'])
     .addForeignKeyConstraint('ugse_group_fk', ['tenant_id', 'group_key'], 'user_group', ['tenant_id', 'key'], (c) => c.onDelete('cascade'))
-    .addForeignKeyConstraint('ugse_entity_fk', ['tenant_id', 'structural_entity_id'], 'structural_entity', ['tenant_id', 'id'], (c) => c.onDelete('cascade'))
+    .addForeignKeyConstraint('ugse_entity_fk', ['tenant_id', 'structural_entity_id'], 'structural_entity', ['tenant_id', 'id'], (c) =>
+      c.onDelete('cascade'),
+    )
     .execute();
 
   await db.schema
@@ -190,8 +203,23 @@ export async function up(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  for (const t of ['data_extract', 'data_source', 'portal_config', 'app_user_group', 'app_user', 'user_group_structural_entity',
-    'user_group', 'structural_entity', 'structure_type_field', 'structure_type', 'subject_field', 'client', 'tenant', 'service_secret', 'signing_key']) {
+  for (const t of [
+    'data_extract',
+    'data_source',
+    'portal_config',
+    'app_user_group',
+    'app_user',
+    'user_group_structural_entity',
+    'user_group',
+    'structural_entity',
+    'structure_type_field',
+    'structure_type',
+    'subject_field',
+    'client',
+    'tenant',
+    'service_secret',
+    'signing_key',
+  ]) {
     await db.schema.dropTable(t).execute();
   }
 }

@@ -33,11 +33,17 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('sort_key', sql`text COLLATE "C"`)
     .addColumn('searchable', 'boolean', (c) => c.notNull().defaultTo(false))
     .addPrimaryKeyConstraint('subject_value_pk', ['tenant_id', 'subject_id', 'field_key', 'ordinal'])
-    .addForeignKeyConstraint('subject_value_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) => c.onDelete('cascade'))
+    .addForeignKeyConstraint('subject_value_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) =>
+      c.onDelete('cascade'),
+    )
     .execute();
-  await sql`CREATE INDEX subject_value_sort_idx ON subject_value (tenant_id, field_key, sort_key, subject_id) WHERE ordinal = 0`.execute(db);
+  await sql`CREATE INDEX subject_value_sort_idx ON subject_value (tenant_id, field_key, sort_key, subject_id) WHERE ordinal = 0`.execute(
+    db,
+  );
   // md5: a value can be longer than a btree entry may be; the filter compares md5 and then the text.
-  await sql`CREATE INDEX subject_value_filter_idx ON subject_value (tenant_id, field_key, md5(value_text), subject_id) WHERE value_text IS NOT NULL`.execute(db);
+  await sql`CREATE INDEX subject_value_filter_idx ON subject_value (tenant_id, field_key, md5(value_text), subject_id) WHERE value_text IS NOT NULL`.execute(
+    db,
+  );
   await sql`CREATE INDEX subject_value_search_idx ON subject_value USING gin (value_text gin_trgm_ops) WHERE searchable`.execute(db);
 
   await db.schema
@@ -47,10 +53,16 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('structural_entity_id', 'bigint', (c) => c.notNull())
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addPrimaryKeyConstraint('subject_location_pk', ['tenant_id', 'subject_id', 'structural_entity_id'])
-    .addForeignKeyConstraint('subject_location_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) => c.onDelete('cascade'))
+    .addForeignKeyConstraint('subject_location_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) =>
+      c.onDelete('cascade'),
+    )
     .addForeignKeyConstraint('subject_location_entity_fk', ['tenant_id', 'structural_entity_id'], 'structural_entity', ['tenant_id', 'id'])
     .execute();
-  await db.schema.createIndex('subject_location_entity_idx').on('subject_location').columns(['tenant_id', 'structural_entity_id', 'subject_id']).execute();
+  await db.schema
+    .createIndex('subject_location_entity_idx')
+    .on('subject_location')
+    .columns(['tenant_id', 'structural_entity_id', 'subject_id'])
+    .execute();
 
   // Bumped in the same transaction as every write that can change a subject list (subjects, locations,
   // the entity tree): cached TotalCounts are keyed by it, so a count is reused only while still exact.

@@ -9,7 +9,10 @@ import { type Kysely, sql } from 'kysely';
 export async function up(db: Kysely<any>): Promise<void> {
   // Moves on a refresh and on a change of the extract's options or data source: a fetch stores its answer
   // only if the extract is still at the epoch it read (a row version cannot guard subjects with no row).
-  await db.schema.alterTable('data_extract').addColumn('cache_epoch', 'bigint', (c) => c.notNull().defaultTo(0)).execute();
+  await db.schema
+    .alterTable('data_extract')
+    .addColumn('cache_epoch', 'bigint', (c) => c.notNull().defaultTo(0))
+    .execute();
   await db.schema
     .createTable('data_cache')
     .addColumn('tenant_id', 'uuid', (c) => c.notNull())
@@ -28,12 +31,18 @@ export async function up(db: Kysely<any>): Promise<void> {
     // A background re-fetch claims a flagged row until then, so one instance re-fetches it, not all.
     .addColumn('refetch_claimed_until', 'timestamptz')
     .addPrimaryKeyConstraint('data_cache_pk', ['tenant_id', 'extract_key', 'subject_id'])
-    .addForeignKeyConstraint('data_cache_extract_fk', ['tenant_id', 'extract_key'], 'data_extract', ['tenant_id', 'key'], (c) => c.onDelete('cascade'))
-    .addForeignKeyConstraint('data_cache_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) => c.onDelete('cascade'))
+    .addForeignKeyConstraint('data_cache_extract_fk', ['tenant_id', 'extract_key'], 'data_extract', ['tenant_id', 'key'], (c) =>
+      c.onDelete('cascade'),
+    )
+    .addForeignKeyConstraint('data_cache_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) =>
+      c.onDelete('cascade'),
+    )
     .execute();
   // The background re-fetch looks for flagged rows that hold data whose claim has lapsed: rows a failing
   // provider leaves claimed are skipped by the index, not rescanned.
-  await sql`CREATE INDEX data_cache_flagged_idx ON data_cache ((coalesce(refetch_claimed_until, '-infinity'::timestamptz))) WHERE stale AND points IS NOT NULL`.execute(db);
+  await sql`CREATE INDEX data_cache_flagged_idx ON data_cache ((coalesce(refetch_claimed_until, '-infinity'::timestamptz))) WHERE stale AND points IS NOT NULL`.execute(
+    db,
+  );
   // Subjects are deleted through their key; the cascade finds their rows by this index.
   await db.schema.createIndex('data_cache_subject_idx').on('data_cache').columns(['tenant_id', 'subject_id']).execute();
 }

@@ -23,7 +23,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('subject_id', 'uuid', (c) => c.notNull())
     // As first sent; `email_key` is what identifies and orders (lower case, code-point order).
     .addColumn('email', 'text', (c) => c.notNull())
-    .addColumn('email_key', sql`text COLLATE "C"`, (c) => c.notNull().generatedAlwaysAs(sql`lower(email)`).stored())
+    .addColumn('email_key', sql`text COLLATE "C"`, (c) =>
+      c
+        .notNull()
+        .generatedAlwaysAs(sql`lower(email)`)
+        .stored(),
+    )
     .addColumn('display_name', sql`text COLLATE "C"`, (c) => c.notNull())
     .addColumn('invite_method', 'text', (c) => c.notNull().check(sql`invite_method IN ('SelfAccess', 'ThirdParty')`))
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
@@ -31,10 +36,16 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addPrimaryKeyConstraint('portal_user_pk', ['tenant_id', 'id'])
     // Idempotent invitations; also the index of the list ordered by e-mail (D6).
     .addUniqueConstraint('portal_user_email_uq', ['tenant_id', 'subject_id', 'email_key'])
-    .addForeignKeyConstraint('portal_user_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) => c.onDelete('cascade'))
+    .addForeignKeyConstraint('portal_user_subject_fk', ['tenant_id', 'subject_id'], 'subject', ['tenant_id', 'id'], (c) =>
+      c.onDelete('cascade'),
+    )
     .execute();
   await sql`CREATE UNIQUE INDEX portal_user_self_uq ON portal_user (tenant_id, subject_id) WHERE invite_method = 'SelfAccess'`.execute(db);
-  await db.schema.createIndex('portal_user_name_idx').on('portal_user').columns(['tenant_id', 'subject_id', 'display_name', 'id']).execute();
+  await db.schema
+    .createIndex('portal_user_name_idx')
+    .on('portal_user')
+    .columns(['tenant_id', 'subject_id', 'display_name', 'id'])
+    .execute();
 
   await db.schema
     .createTable('mail_outbox')
@@ -49,7 +60,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('subject', 'text', (c) => c.notNull())
     .addColumn('text_body', 'text', (c) => c.notNull())
     .addColumn('html_body', 'text', (c) => c.notNull())
-    .addColumn('status', 'text', (c) => c.notNull().defaultTo('pending').check(sql`status IN ('pending', 'sent', 'dead', 'cancelled')`))
+    .addColumn('status', 'text', (c) =>
+      c
+        .notNull()
+        .defaultTo('pending')
+        .check(sql`status IN ('pending', 'sent', 'dead', 'cancelled')`),
+    )
     .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
     .addColumn('next_attempt_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     // A sender's claim: until then no other sender takes the row (an instance that died lets it lapse).
@@ -71,5 +87,10 @@ export async function up(db: Kysely<any>): Promise<void> {
 export async function down(db: Kysely<any>): Promise<void> {
   await db.schema.dropTable('mail_outbox').execute();
   await db.schema.dropTable('portal_user').execute();
-  await db.schema.alterTable('portal_config').dropColumn('invitation_subject').dropColumn('invitation_text').dropColumn('invitation_html').execute();
+  await db.schema
+    .alterTable('portal_config')
+    .dropColumn('invitation_subject')
+    .dropColumn('invitation_text')
+    .dropColumn('invitation_html')
+    .execute();
 }

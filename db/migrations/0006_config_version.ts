@@ -6,7 +6,10 @@ import type { Kysely } from 'kysely';
 // scopes or permissions takes effect on the next request on every instance.
 
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('tenant').addColumn('config_version', 'bigint', (c) => c.notNull().defaultTo(1)).execute();
+  await db.schema
+    .alterTable('tenant')
+    .addColumn('config_version', 'bigint', (c) => c.notNull().defaultTo(1))
+    .execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

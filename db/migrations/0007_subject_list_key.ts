@@ -7,7 +7,10 @@ import { type Kysely, sql } from 'kysely';
 // of matches, where it used to need every match's sort key and a sort.
 
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('subject_value').addColumn('list_key', sql`text COLLATE "C"`).execute();
+  await db.schema
+    .alterTable('subject_value')
+    .addColumn('list_key', sql`text COLLATE "C"`)
+    .execute();
   await sql`
     UPDATE subject_value v SET list_key = o.sort_key
     FROM tenant t, subject_value o
@@ -15,11 +18,15 @@ export async function up(db: Kysely<any>): Promise<void> {
       AND o.tenant_id = v.tenant_id AND o.subject_id = v.subject_id AND o.ordinal = 0
       AND o.field_key = coalesce(t.external_id_field_key, t.matching_field_keys[1])`.execute(db);
   await sql`DROP INDEX subject_value_filter_idx`.execute(db);
-  await sql`CREATE INDEX subject_value_filter_idx ON subject_value (tenant_id, field_key, md5(value_text), list_key, subject_id) WHERE value_text IS NOT NULL`.execute(db);
+  await sql`CREATE INDEX subject_value_filter_idx ON subject_value (tenant_id, field_key, md5(value_text), list_key, subject_id) WHERE value_text IS NOT NULL`.execute(
+    db,
+  );
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
   await sql`DROP INDEX subject_value_filter_idx`.execute(db);
-  await sql`CREATE INDEX subject_value_filter_idx ON subject_value (tenant_id, field_key, md5(value_text), subject_id) WHERE value_text IS NOT NULL`.execute(db);
+  await sql`CREATE INDEX subject_value_filter_idx ON subject_value (tenant_id, field_key, md5(value_text), subject_id) WHERE value_text IS NOT NULL`.execute(
+    db,
+  );
   await db.schema.alterTable('subject_value').dropColumn('list_key').execute();
 }

@@ -17,7 +17,16 @@ import { TokenService } from '../domains/auth/tokens.js';
 import { DataCache } from '../domains/data/data-cache.js';
 import { SecretBox } from '../domains/data/secret-box.js';
 import { OutboxSender } from '../domains/portal/outbox.sender.js';
-import { AppError, NotFoundError, ServiceUnavailableError, expectedErrorOf, graphqlErrorBody, isRefusal, locatedAs, problemAnswer } from '../core/errors.js';
+import {
+  AppError,
+  NotFoundError,
+  ServiceUnavailableError,
+  expectedErrorOf,
+  graphqlErrorBody,
+  isRefusal,
+  locatedAs,
+  problemAnswer,
+} from '../core/errors.js';
 import { ping } from '../db/database.js';
 import { sendProblem, writeProblem } from '../http/problem.js';
 import {
@@ -60,7 +69,19 @@ const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
  * tests). `listen` (the database handle's) opens the instance's event bus, which carries cache
  * invalidations between instances (D10).
  */
-export async function buildApp({ config, db, logger, listen, poolStats }: { config: Config; db: Db; logger: Logger; listen?: Listen; poolStats?: PoolStats }): Promise<App> {
+export async function buildApp({
+  config,
+  db,
+  logger,
+  listen,
+  poolStats,
+}: {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  listen?: Listen;
+  poolStats?: PoolStats;
+}): Promise<App> {
   const tokens = new TokenService(db, config);
   await tokens.ensureSigningKey();
   // One LISTEN connection per instance carries every topic (the cache's invalidations; later subscriptions).
@@ -103,7 +124,11 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     return id;
   };
   // Never a token, a secret or a body: only the method, path and the request id.
-  const reqFields = (req: { id: unknown; method: string; url: string }) => ({ id: req.id, method: req.method, path: req.url.split('?')[0] });
+  const reqFields = (req: { id: unknown; method: string; url: string }) => ({
+    id: req.id,
+    method: req.method,
+    path: req.url.split('?')[0],
+  });
   if (logger.isLevelEnabled('info')) {
     app.use(
       pinoHttp({
@@ -217,7 +242,9 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
       graphqlAuth(req, res, (err?: unknown) => {
         const expected = err === undefined ? undefined : expectedErrorOf(err);
         if (!expected || !isRefusal(expected.code)) return next(err);
-        const type = /application\/graphql-response\+json/i.test(req.headers.accept ?? '') ? 'application/graphql-response+json' : 'application/json';
+        const type = /application\/graphql-response\+json/i.test(req.headers.accept ?? '')
+          ? 'application/graphql-response+json'
+          : 'application/json';
         res.status(expected.status).set(expected.headers).type(type).json(graphqlErrorBody(expected));
       });
     },
@@ -244,7 +271,9 @@ export async function buildApp({ config, db, logger, listen, poolStats }: { conf
     },
   );
 
-  app.use(restRouter({ schema, admission, maxBodyBytes: config.MAX_BODY_BYTES, authenticate: authenticateFor, context: contextOf }, routes));
+  app.use(
+    restRouter({ schema, admission, maxBodyBytes: config.MAX_BODY_BYTES, authenticate: authenticateFor, context: contextOf }, routes),
+  );
 
   // Every known path with its methods: the route table's and the service's own.
   const known = new Map<string, string[]>([

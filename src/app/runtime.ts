@@ -17,7 +17,11 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {
  * reachable yet (starting, failing over) is waited for (issue 15): attempts with backoff, one log line
  * each, until STARTUP_TIMEOUT_MS; a failing migration is not retried.
  */
-export async function openMigratedDatabase(config: Config, logger?: Logger, opts: { stopping?: () => boolean } = {}): Promise<DatabaseHandle> {
+export async function openMigratedDatabase(
+  config: Config,
+  logger?: Logger,
+  opts: { stopping?: () => boolean } = {},
+): Promise<DatabaseHandle> {
   const handle = await openDatabase({
     databaseUrl: config.DATABASE_URL,
     dataDir: config.DATA_DIR,
@@ -38,7 +42,10 @@ export async function openMigratedDatabase(config: Config, logger?: Logger, opts
       if (!waitable || wait <= 0 || opts.stopping?.()) {
         await handle.close().catch(() => {});
         if (!waitable) throw e;
-        throw new Error(`The database was not reachable within STARTUP_TIMEOUT_MS (${config.STARTUP_TIMEOUT_MS} ms): ${(e as Error).message}`, { cause: e });
+        throw new Error(
+          `The database was not reachable within STARTUP_TIMEOUT_MS (${config.STARTUP_TIMEOUT_MS} ms): ${(e as Error).message}`,
+          { cause: e },
+        );
       }
       logger?.warn({ attempt, retryInMs: wait, err: errorText((e as Error).cause) }, 'database not reachable yet; waiting for it');
       await new Promise((r) => setTimeout(r, wait));

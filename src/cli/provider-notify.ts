@@ -85,7 +85,15 @@ function parse() {
   const filter = Object.create(null) as JsonObject;
   for (const entry of values.filter) addFilter(filter, entry);
   const options = filterToOptions(filter); // checked now, used with --bump
-  return { options, ...values, subject: values.subject, remove: [...new Set(values.remove)], filter, service: values.service.replace(/\/+$/, ''), provider: values.provider.replace(/\/+$/, '') };
+  return {
+    options,
+    ...values,
+    subject: values.subject,
+    remove: [...new Set(values.remove)],
+    filter,
+    service: values.service.replace(/\/+$/, ''),
+    provider: values.provider.replace(/\/+$/, ''),
+  };
 }
 
 /** fetch that names the URL when the server cannot be reached. */
@@ -181,10 +189,16 @@ async function main(): Promise<number> {
   const base = `${args.service}/connector-dataprovider/api/v1/dataChange`;
   const notifications: [string, Record<string, unknown>][] = [];
   if (args.bump || args.remove.length === 0) {
-    notifications.push([`${base}/creationOrUpdate`, { SubjectIdentifier: args.subject, DataExtractsOptionsValuesFilter: args.filter, NewOrUpdatedDataPoints: newPoints }]);
+    notifications.push([
+      `${base}/creationOrUpdate`,
+      { SubjectIdentifier: args.subject, DataExtractsOptionsValuesFilter: args.filter, NewOrUpdatedDataPoints: newPoints },
+    ]);
   }
   if (args.remove.length > 0) {
-    notifications.push([`${base}/removal`, { SubjectIdentifier: args.subject, DataExtractsOptionsValuesFilter: args.filter, RemovedDataPointIdentifiers: args.remove }]);
+    notifications.push([
+      `${base}/removal`,
+      { SubjectIdentifier: args.subject, DataExtractsOptionsValuesFilter: args.filter, RemovedDataPointIdentifiers: args.remove },
+    ]);
   }
   let code = 0;
   for (const [url, body] of notifications) {

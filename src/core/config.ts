@@ -1,8 +1,6 @@
 import { z } from 'zod';
 
-const bool = z
-  .enum(['true', 'false', '1', '0', 'yes', 'no'])
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const bool = z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes');
 
 const envSchema = z
   .object({
@@ -11,7 +9,10 @@ const envSchema = z
     PORT: z.coerce.number().int().min(0).max(65535).default(8080),
     /** Public base URL: the token issuer and the printed URLs. Defaults to http://HOST:PORT. */
     PUBLIC_URL: z.url().optional(),
-    DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+    DATABASE_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+      .optional(),
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
     /** PostgreSQL only: a statement running longer is cancelled (503); 0 = no limit. */
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
@@ -41,7 +42,11 @@ const envSchema = z
     AUTH_ISSUER: z.string().min(1).optional(),
     AUTH_JWKS_URL: z.url().optional(),
     AUTH_TENANT_CLAIM: z.string().min(1).default('tenant'),
-    MAX_BODY_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+    MAX_BODY_BYTES: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .default(1024 * 1024),
     GRAPHQL_MAX_DEPTH: z.coerce.number().int().min(15).max(100).default(20),
     GRAPHQL_MAX_COST: z.coerce.number().int().min(100).default(50000),
     GRAPHQL_MAX_BREADTH: z.coerce.number().int().min(50).default(1000),
@@ -54,7 +59,10 @@ const envSchema = z
     /** Serve Prometheus metrics on GET /metrics (no token). */
     METRICS: bool.default(true),
     /** base64url of 32 bytes: encrypts outbound provider secrets at rest. Unset: a key kept in the database. */
-    SECRETS_KEY: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'must be 32 bytes in base64url (43 characters)').optional(),
+    SECRETS_KEY: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{43}$/, 'must be 32 bytes in base64url (43 characters)')
+      .optional(),
     /** D10: one provider attempt's time limit, and retries after the first attempt (1 + N in all). */
     PROVIDER_TIMEOUT_MS: z.coerce.number().int().min(1).max(600_000).default(10_000),
     PROVIDER_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
@@ -78,16 +86,32 @@ const envSchema = z
     PROVIDER_REFETCH_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
     CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(86_400),
     /** The in-process cache's bound, counted as the entries' JSON length. */
-    CACHE_MAX_BYTES: z.coerce.number().int().min(0).default(64 * 1024 * 1024),
+    CACHE_MAX_BYTES: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .default(64 * 1024 * 1024),
     /** D9: invitations go out over SMTP (smtp:// or smtps://, credentials in the URL); unset: they are logged. */
-    SMTP_URL: z.string().regex(/^smtps?:\/\/[^/?#\s]+/, 'must be an smtp:// or smtps:// URL').optional(),
+    SMTP_URL: z
+      .string()
+      .regex(/^smtps?:\/\/[^/?#\s]+/, 'must be an smtp:// or smtps:// URL')
+      .optional(),
     /** The From of invitation mails; its domain also names the Message-IDs. */
-    MAIL_FROM: z.string().min(3).regex(/@[^@\s>]+>?\s*$/, 'must be an e-mail address, optionally as "Name <address>"').default('Subject portal <no-reply@localhost>'),
+    MAIL_FROM: z
+      .string()
+      .min(3)
+      .regex(/@[^@\s>]+>?\s*$/, 'must be an e-mail address, optionally as "Name <address>"')
+      .default('Subject portal <no-reply@localhost>'),
     /** Delivery attempts of one invitation before it is kept as a dead letter. */
     MAIL_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(10),
     /** First retry delay, doubled per failed attempt (with jitter), at most MAIL_BACKOFF_MAX_MS. */
     MAIL_BACKOFF_MS: z.coerce.number().int().min(1).max(86_400_000).default(60_000),
-    MAIL_BACKOFF_MAX_MS: z.coerce.number().int().min(1).max(7 * 86_400_000).default(3_600_000),
+    MAIL_BACKOFF_MAX_MS: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 86_400_000)
+      .default(3_600_000),
     /** How often a sender looks for due invitations without being woken (retries, other instances' rows). */
     MAIL_POLL_MS: z.coerce.number().int().min(10).max(3_600_000).default(5_000),
   })

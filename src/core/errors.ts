@@ -135,7 +135,17 @@ export class ClientClosedError extends AppError {
 // or a terminated backend, 57P02 crash shutdown, 57P03 starting up, 53300 too many connections).
 const UNAVAILABLE_SQLSTATES = new Set(['08000', '08001', '08003', '08004', '08006', '08007', '57P01', '57P02', '57P03', '53300']);
 // Socket errors of the driver, and pg / pg-pool messages that carry no code.
-const UNAVAILABLE_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNABORTED']);
+const UNAVAILABLE_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ECONNABORTED',
+]);
 const UNAVAILABLE_MESSAGES = [
   'Connection terminated',
   'timeout exceeded when trying to connect',
@@ -167,7 +177,10 @@ export function isConnectionLost(e: unknown): boolean {
   const err = e as { code?: unknown; message?: unknown } | null;
   if (!err || typeof err !== 'object') return false;
   if (err.code === '57P01' || err.code === '57P02' || err.code === 'ECONNRESET' || err.code === 'EPIPE') return true;
-  return typeof err.message === 'string' && (err.message.startsWith('Connection terminated') || err.message.startsWith('Client has encountered a connection error'));
+  return (
+    typeof err.message === 'string' &&
+    (err.message.startsWith('Connection terminated') || err.message.startsWith('Client has encountered a connection error'))
+  );
 }
 
 /**
@@ -177,9 +190,11 @@ export function isConnectionLost(e: unknown): boolean {
 export function expectedErrorOf(e: unknown): AppError | undefined {
   if (e instanceof AppError) return e;
   const code = (e as { code?: unknown } | null)?.code;
-  if (code === STATEMENT_TIMEOUT) return new ServiceUnavailableError('The request took too long and was cancelled; narrow it (filters, page size) and retry.', e);
+  if (code === STATEMENT_TIMEOUT)
+    return new ServiceUnavailableError('The request took too long and was cancelled; narrow it (filters, page size) and retry.', e);
   // PostgreSQL cannot store U+0000 in text: such an argument is bad input, not a server error (P3).
-  if (code === '22021' || code === '22P05') return new AppError(400, 'BAD_REQUEST', 'An argument holds a character that cannot be stored (U+0000).');
+  if (code === '22021' || code === '22P05')
+    return new AppError(400, 'BAD_REQUEST', 'An argument holds a character that cannot be stored (U+0000).');
   if (isDatabaseUnavailable(e)) return new ServiceUnavailableError(undefined, e);
   return undefined;
 }
@@ -208,15 +223,28 @@ export interface Problem {
 }
 
 const RFC9110: Record<number, string> = {
-  400: '15.5.1', 401: '15.5.2', 403: '15.5.4', 404: '15.5.5', 405: '15.5.6', 406: '15.5.7', 409: '15.5.10', 413: '15.5.14', 415: '15.5.16',
-  500: '15.6.1', 502: '15.6.3', 503: '15.6.4',
+  400: '15.5.1',
+  401: '15.5.2',
+  403: '15.5.4',
+  404: '15.5.5',
+  405: '15.5.6',
+  406: '15.5.7',
+  409: '15.5.10',
+  413: '15.5.14',
+  415: '15.5.16',
+  500: '15.6.1',
+  502: '15.6.3',
+  503: '15.6.4',
 };
 
 /** RFC 9457 body for a status. Only an AppError's own message reaches `detail`, never an unexpected one's. */
 export function problem(status: number, traceId: string, detail?: string, errors?: FieldErrors): Problem {
   return {
     // 429 is defined by RFC 6585, not RFC 9110.
-    type: status === 429 ? 'https://www.rfc-editor.org/rfc/rfc6585#section-4' : `https://tools.ietf.org/html/rfc9110#section-${RFC9110[status] ?? '15'}`,
+    type:
+      status === 429
+        ? 'https://www.rfc-editor.org/rfc/rfc6585#section-4'
+        : `https://tools.ietf.org/html/rfc9110#section-${RFC9110[status] ?? '15'}`,
     title: TITLES[status] ?? 'Error',
     status,
     ...(detail !== undefined ? { detail } : {}),
@@ -258,7 +286,8 @@ function requestErrorOf(err: unknown): AppError | undefined {
   if (e.status === 415 || e.type === 'encoding.unsupported' || e.type === 'charset.unsupported') {
     return new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', 'The request body encoding or charset is not supported.');
   }
-  if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) return new AppError(e.status, 'BAD_REQUEST', 'The request could not be read.');
+  if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose)
+    return new AppError(e.status, 'BAD_REQUEST', 'The request could not be read.');
   return undefined;
 }
 
@@ -288,7 +317,14 @@ export function graphqlRendering(e: GraphQLError): GraphQLError {
 
 /** An expected error standing for a driver error, placed where the driver error was (location, path). */
 export function locatedAs(expected: AppError, at: GraphQLError): GraphQLError {
-  return new GraphQLError(expected.message, { nodes: at.nodes ?? null, source: at.source ?? null, positions: at.positions ?? null, path: at.path ?? null, originalError: expected, extensions: expected.extensions });
+  return new GraphQLError(expected.message, {
+    nodes: at.nodes ?? null,
+    source: at.source ?? null,
+    positions: at.positions ?? null,
+    path: at.path ?? null,
+    originalError: expected,
+    extensions: expected.extensions,
+  });
 }
 
 /** A GraphQL response body of one error, for a request refused before execution. */

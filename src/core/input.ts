@@ -79,4 +79,3 @@ export function textProblem(s: string): string | undefined {
   if (LONE_SURROGATE.test(s)) return 'Must be well-formed Unicode (no lone surrogate).';
   return undefined;
 }
-

@@ -2,12 +2,24 @@ import { ForbiddenError } from './errors.js';
 
 /** The contract's permission strings (D4), plus the ones D4 adds. */
 export const PERMISSIONS = [
-  'List:Subject', 'View:Subject', 'Edit:Subject', 'Create:Subject',
-  'Create:SubjectLocation', 'Delete:SubjectLocation',
-  'View:SubjectAccessInvite', 'Create:SubjectAccessInvite', 'Delete:SubjectAccessInvite',
+  'List:Subject',
+  'View:Subject',
+  'Edit:Subject',
+  'Create:Subject',
+  'Create:SubjectLocation',
+  'Delete:SubjectLocation',
+  'View:SubjectAccessInvite',
+  'Create:SubjectAccessInvite',
+  'Delete:SubjectAccessInvite',
   'List:User',
-  'List:StructuralEntity', 'View:StructuralEntity', 'Create:StructuralEntity', 'Edit:StructuralEntity',
-  'Refresh:DataSet', 'View:DataExtract', 'Create:DataExtract', 'Edit:DataExtract',
+  'List:StructuralEntity',
+  'View:StructuralEntity',
+  'Create:StructuralEntity',
+  'Edit:StructuralEntity',
+  'Refresh:DataSet',
+  'View:DataExtract',
+  'Create:DataExtract',
+  'Edit:DataExtract',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

@@ -77,7 +77,6 @@ const arrayParameters: KyselyPlugin = {
   transformResult: async (args) => args.result,
 };
 
-
 // A statement that only reads: a plain SELECT, not locking rows, not calling functions that write.
 const READ_ONLY = /^\s*select\b/i;
 const WRITES = /\b(insert|update|delete|merge|for\s+(no\s+key\s+)?update|for\s+(key\s+)?share|nextval|setval|pg_notify|pg_advisory)/i;
@@ -154,9 +153,19 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     // in flight fails on its own, and pg-pool drops the dead client when it is released.
     pool.on('connect', (client) => client.on('error', () => {}));
     pool.on('error', (e) => opts.onPoolError?.(e));
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: resilient(pool) }), plugins: [arrayParameters], ...logOption(opts) });
+    const db = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool: resilient(pool) }),
+      plugins: [arrayParameters],
+      ...logOption(opts),
+    });
     const url = opts.databaseUrl;
-    return { db, kind: 'postgres', listen: (channel, handlers) => listenPostgres(url, channel, handlers), poolStats: () => statsOf(pool), close: () => db.destroy() };
+    return {
+      db,
+      kind: 'postgres',
+      listen: (channel, handlers) => listenPostgres(url, channel, handlers),
+      poolStats: () => statsOf(pool),
+      close: () => db.destroy(),
+    };
   }
   await fs.mkdir(opts.dataDir, { recursive: true });
   const release = await lockDataDir(opts.dataDir);

@@ -40,7 +40,8 @@ interface Envelope {
  */
 export async function publish<T>(db: Db, topic: Topic<T>, event: T): Promise<void> {
   const text = JSON.stringify({ topic: topic.name, data: event } satisfies Envelope);
-  if (Buffer.byteLength(text) > MAX_EVENT_BYTES) throw new Error(`An event of topic '${topic.name}' is over ${MAX_EVENT_BYTES} bytes: NOTIFY would refuse it.`);
+  if (Buffer.byteLength(text) > MAX_EVENT_BYTES)
+    throw new Error(`An event of topic '${topic.name}' is over ${MAX_EVENT_BYTES} bytes: NOTIFY would refuse it.`);
   await sql`SELECT pg_notify(${EVENT_CHANNEL}, ${text})`.execute(db);
 }
 

@@ -10,7 +10,10 @@ export async function migrateToLatest(db: Db): Promise<string[]> {
   if (error) {
     const why = error instanceof Error ? error.message : String(error);
     // No failed migration: the migrator could not start (no connection, the migration lock).
-    throw new Error(failed ? `Migration ${failed.migrationName} failed: ${why}` : `Migrating the database failed before any migration ran: ${why}`, { cause: error });
+    throw new Error(
+      failed ? `Migration ${failed.migrationName} failed: ${why}` : `Migrating the database failed before any migration ran: ${why}`,
+      { cause: error },
+    );
   }
   return (results ?? []).map((r) => r.migrationName);
 }

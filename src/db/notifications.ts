@@ -21,7 +21,12 @@ export async function listenPostgres(url: string, channel: string, h: Notificati
   const connect = async () => {
     // keepAlive and a periodic query detect a connection that died silently (an idle timeout on the
     // way): an unnoticed dead listener would leave the in-process cache on without invalidations.
-    const client = new pg.Client({ connectionString: url, application_name: 'ssdi-listener', keepAlive: true, query_timeout: LISTENER_PROBE_TIMEOUT_MS });
+    const client = new pg.Client({
+      connectionString: url,
+      application_name: 'ssdi-listener',
+      keepAlive: true,
+      query_timeout: LISTENER_PROBE_TIMEOUT_MS,
+    });
     client.on('notification', (n) => {
       if (n.channel === channel) h.message(n.payload ?? '');
     });

@@ -18,7 +18,8 @@ export interface PageArgs {
 }
 
 /** Whitelisted SQL types a sort value is compared as (cursor values travel as text). */
-export type SortSqlType = 'text' | 'integer' | 'bigint' | 'numeric' | 'double precision' | 'boolean' | 'date' | 'time' | 'timestamptz' | 'uuid';
+export type SortSqlType =
+  'text' | 'integer' | 'bigint' | 'numeric' | 'double precision' | 'boolean' | 'date' | 'time' | 'timestamptz' | 'uuid';
 
 /** How one list orders by one OrderBy key. `value` may be null for rows missing it; `id` never is. */
 export interface SortKey {
@@ -57,7 +58,8 @@ function encodeCursor(list: string, sortName: string, p: Position): string {
 
 const DATE_TEXT = /^(\d{4})-(\d{2})-(\d{2})$/;
 const TIME_TEXT = /^(?:(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?|24:00:00)$/;
-const TIMESTAMP_TEXT = /^(\d{4})-(\d{2})-(\d{2})[ T](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:0\d|1[0-5])(?::?[0-5]\d){0,2})?$/;
+const TIMESTAMP_TEXT =
+  /^(\d{4})-(\d{2})-(\d{2})[ T](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:0\d|1[0-5])(?::?[0-5]\d){0,2})?$/;
 
 /**
  * Whether `v` is text PostgreSQL reads as `type` without error. A forged cursor whose value does not fit
@@ -77,7 +79,11 @@ function fitsType(type: SortSqlType, v: string): boolean {
     case 'double precision': {
       // Within float8's range: '1e-400' is 0 to JavaScript but out of range to PostgreSQL.
       const n = Number(v);
-      return /^-?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i.test(v) && Number.isFinite(n) && (n === 0 ? !/[1-9]/.test(v.split(/e/i)[0]!) : Math.abs(n) >= 1e-307);
+      return (
+        /^-?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i.test(v) &&
+        Number.isFinite(n) &&
+        (n === 0 ? !/[1-9]/.test(v.split(/e/i)[0]!) : Math.abs(n) >= 1e-307)
+      );
     }
     case 'uuid':
       return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v);
@@ -107,9 +113,15 @@ function decodeCursor(list: string, sort: SortKey, cursor: string, param: 'after
     throw bad();
   }
   if (
-    !Array.isArray(parsed) || parsed.length !== 4 || parsed[0] !== list || parsed[1] !== sortName ||
-    !(parsed[2] === null || typeof parsed[2] === 'string') || typeof parsed[3] !== 'string' ||
-    (parsed[2] === null && !sort.nullable) || (parsed[2] !== null && !fitsType(sort.type, parsed[2])) || !fitsType(sort.idType, parsed[3])
+    !Array.isArray(parsed) ||
+    parsed.length !== 4 ||
+    parsed[0] !== list ||
+    parsed[1] !== sortName ||
+    !(parsed[2] === null || typeof parsed[2] === 'string') ||
+    typeof parsed[3] !== 'string' ||
+    (parsed[2] === null && !sort.nullable) ||
+    (parsed[2] !== null && !fitsType(sort.type, parsed[2])) ||
+    !fitsType(sort.idType, parsed[3])
   ) {
     throw bad();
   }
@@ -216,7 +228,11 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   // "Ahead" in the requested direction is ascending-ahead unless descending.
   const ahead = (p: Position, forward: boolean) => beyond(sort, p, forward !== descending);
 
-  const probe = (pred: Expression<SqlBool>) => (opts.probeQuery ?? opts.query.clearSelect()).select(sql`1`.as('one')).where(pred).limit(1);
+  const probe = (pred: Expression<SqlBool>) =>
+    (opts.probeQuery ?? opts.query.clearSelect())
+      .select(sql`1`.as('one'))
+      .where(pred)
+      .limit(1);
   const notAhead = (p: Position) => sql<SqlBool>`NOT ${ahead(p, true)}`;
   const notBehind = (p: Position) => sql<SqlBool>`NOT ${ahead(p, false)}`;
 
@@ -251,10 +267,12 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   let hasNextPage: boolean;
   let hasPreviousPage: boolean;
   if (!fromEnd) {
-    hasNextPage = more || (before !== null && (await exists(last ? ahead(pos(last), true) : after ? ahead(after, true) : sql<SqlBool>`true`)));
+    hasNextPage =
+      more || (before !== null && (await exists(last ? ahead(pos(last), true) : after ? ahead(after, true) : sql<SqlBool>`true`)));
     hasPreviousPage = after !== null && (await behindEdge(after));
   } else {
-    hasPreviousPage = more || (after !== null && (await exists(first ? ahead(pos(first), false) : before ? ahead(before, false) : sql<SqlBool>`true`)));
+    hasPreviousPage =
+      more || (after !== null && (await exists(first ? ahead(pos(first), false) : before ? ahead(before, false) : sql<SqlBool>`true`)));
     hasNextPage = before !== null && (await behindEdge(before));
   }
 
@@ -300,10 +318,13 @@ export function paginateLoaded<T>(opts: {
   let hasNextPage: boolean;
   let hasPreviousPage: boolean;
   if (!fromEnd) {
-    hasNextPage = window.length > size || (before !== null && (last ? idx(last) < all.length - 1 : all.some((x) => !after || ahead(x.pos, after, true))));
+    hasNextPage =
+      window.length > size ||
+      (before !== null && (last ? idx(last) < all.length - 1 : all.some((x) => !after || ahead(x.pos, after, true))));
     hasPreviousPage = after !== null && (first ? idx(first) > 0 : all.some((x) => !ahead(x.pos, after, true)));
   } else {
-    hasPreviousPage = window.length > size || (after !== null && (first ? idx(first) > 0 : all.some((x) => !before || ahead(x.pos, before, false))));
+    hasPreviousPage =
+      window.length > size || (after !== null && (first ? idx(first) > 0 : all.some((x) => !before || ahead(x.pos, before, false))));
     hasNextPage = before !== null && (last ? idx(last) < all.length - 1 : all.some((x) => !ahead(x.pos, before, false)));
   }
   const edges = page.map((x) => edgeOf(x.node, () => encodeCursor(list, sortName, x.pos)));

@@ -18,7 +18,10 @@ export function pageComplexity(args: { first?: number | null; last?: number | nu
   const size = Number(args.first ?? args.last ?? DEFAULT_PAGE_SIZE);
   // A search scans trigram matches and scores them: one costs like a large page (issue 9: hundreds of
   // aliased searches in one request must be refused before they run, not block the process).
-  return { field: args.searchTerm ? SEARCH_COST : 1, multiplier: Number.isFinite(size) ? Math.min(Math.max(size, 1), MAX_PAGE_SIZE) : MAX_PAGE_SIZE };
+  return {
+    field: args.searchTerm ? SEARCH_COST : 1,
+    multiplier: Number.isFinite(size) ? Math.min(Math.max(size, 1), MAX_PAGE_SIZE) : MAX_PAGE_SIZE,
+  };
 }
 
 /** The cost of one search in a connection: with the default GRAPHQL_MAX_COST, at most 25 per request. */

@@ -30,7 +30,11 @@ export interface Context {
 }
 
 /** Context.dataVersion of an operation: the principal's in a query, none in a mutation. */
-export function dataVersionFor(principal: Principal, document: DocumentNode | undefined, operationName?: string | null): string | undefined {
+export function dataVersionFor(
+  principal: Principal,
+  document: DocumentNode | undefined,
+  operationName?: string | null,
+): string | undefined {
   return document !== undefined && getOperationAST(document, operationName)?.operation === 'query' ? principal.dataVersion : undefined;
 }
 

@@ -236,9 +236,11 @@ export class Admission {
 
   /** 429 when the tenant or client holds its share (its own load is the cause); 503 when the instance is full. */
   private refusal(t: TenantState, client: string): Error {
-    const atShare = t.inFlight >= this.tenantMax || (t.clients.get(client) ?? 0) >= this.clientMax || t.queue.length >= this.opts.queueLimit;
+    const atShare =
+      t.inFlight >= this.tenantMax || (t.clients.get(client) ?? 0) >= this.clientMax || t.queue.length >= this.opts.queueLimit;
     // A second: units free as fast as requests finish, and a full queue drains in about a request's time.
-    if (atShare) return new TooManyRequestsError('Too many concurrent requests for this tenant or client; retry later.', { 'Retry-After': '1' });
+    if (atShare)
+      return new TooManyRequestsError('Too many concurrent requests for this tenant or client; retry later.', { 'Retry-After': '1' });
     return new ServiceUnavailableError('The service is at capacity; retry shortly.');
   }
 
@@ -278,10 +280,13 @@ export class Admission {
     if (this.wake && this.wake.at <= at) return;
     if (this.wake) clearTimeout(this.wake.timer);
     // A millisecond late: a timer may fire a little before Date.now() reaches `at`.
-    const timer = setTimeout(() => {
-      this.wake = undefined;
-      this.pump();
-    }, Math.max(0, at - Date.now()) + 1);
+    const timer = setTimeout(
+      () => {
+        this.wake = undefined;
+        this.pump();
+      },
+      Math.max(0, at - Date.now()) + 1,
+    );
     timer.unref();
     this.wake = { timer, at };
   }

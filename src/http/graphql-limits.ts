@@ -1,6 +1,18 @@
 import { createComplexityRule } from '@pothos/plugin-complexity';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { type DocumentNode, GraphQLError, Kind, Lexer, type SelectionNode, Source, TokenKind, type ValidationRule, parse, specifiedRules, validate } from 'graphql';
+import {
+  type DocumentNode,
+  GraphQLError,
+  Kind,
+  Lexer,
+  type SelectionNode,
+  Source,
+  TokenKind,
+  type ValidationRule,
+  parse,
+  specifiedRules,
+  validate,
+} from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { AppError, graphqlErrorBody } from '../core/errors.js';
 import { boundsProblem, textProblem } from '../core/input.js';
@@ -26,7 +38,8 @@ export function boundedParse(source: string | Source) {
   let depth = 0;
   for (let t = lexer.advance(); t.kind !== TokenKind.EOF; t = lexer.advance()) {
     if (++tokens > MAX_DOCUMENT_TOKENS) throw limitError(`The document has more than ${MAX_DOCUMENT_TOKENS} tokens.`);
-    if (OPEN.has(t.kind) && ++depth > MAX_DOCUMENT_NESTING) throw limitError(`The document nests deeper than ${MAX_DOCUMENT_NESTING} levels.`);
+    if (OPEN.has(t.kind) && ++depth > MAX_DOCUMENT_NESTING)
+      throw limitError(`The document nests deeper than ${MAX_DOCUMENT_NESTING} levels.`);
     if (CLOSE.has(t.kind)) depth--;
   }
   return parse(src, { maxTokens: MAX_DOCUMENT_TOKENS });
@@ -99,7 +112,8 @@ export function graphqlRequestLimits(maxBodyBytes: number) {
         } catch {
           return badRequest(res, `The ${name} parameter is not valid JSON.`);
         }
-        if (parsed !== null && (typeof parsed !== 'object' || Array.isArray(parsed))) return badRequest(res, `The ${name} parameter must be a JSON object.`);
+        if (parsed !== null && (typeof parsed !== 'object' || Array.isArray(parsed)))
+          return badRequest(res, `The ${name} parameter must be a JSON object.`);
         const problem = variablesProblem(parsed);
         if (problem) return badRequest(res, problem);
       }
@@ -150,8 +164,10 @@ export function queryLimits(maxDepth: number, maxCost: number, maxBreadth: numbe
             // The operation's cost also weighs it at admission (issue 15).
             (context as { cost?: number }).cost = result.complexity;
             if (result.depth > maxDepth) report(new GraphQLError(`The query depth ${result.depth} exceeds the limit of ${maxDepth}.`));
-            if (result.complexity > maxCost) report(new GraphQLError(`The query cost ${result.complexity} exceeds the limit of ${maxCost}.`));
-            if (result.breadth > maxBreadth) report(new GraphQLError(`The query selects ${result.breadth} fields, more than the limit of ${maxBreadth} (breadth).`));
+            if (result.complexity > maxCost)
+              report(new GraphQLError(`The query cost ${result.complexity} exceeds the limit of ${maxCost}.`));
+            if (result.breadth > maxBreadth)
+              report(new GraphQLError(`The query selects ${result.breadth} fields, more than the limit of ${maxBreadth} (breadth).`));
           },
         });
         return validate(schema, document, [limits], options);
@@ -179,7 +195,9 @@ const introspectionFanOut: ValidationRule = (context) => ({
     };
     visit(operation.selectionSet.selections);
     if (count > MAX_INTROSPECTION_FIELDS) {
-      context.reportError(new GraphQLError(`The query has ${count} introspection fields, more than the limit of ${MAX_INTROSPECTION_FIELDS} (breadth).`));
+      context.reportError(
+        new GraphQLError(`The query has ${count} introspection fields, more than the limit of ${MAX_INTROSPECTION_FIELDS} (breadth).`),
+      );
     }
   },
 });

@@ -31,12 +31,16 @@ export const graphqlErrorsAnswer200: Plugin = {
   },
 };
 
-
 /** The HTTP status and headers of a result in which nothing ran because the service refused it, if so. */
-export function wholeOperationRefusal(result: { data?: unknown; errors?: readonly GraphQLError[] }): { status: number; headers: Record<string, string> } | undefined {
+export function wholeOperationRefusal(result: {
+  data?: unknown;
+  errors?: readonly GraphQLError[];
+}): { status: number; headers: Record<string, string> } | undefined {
   const data = result.data as Record<string, unknown> | null | undefined;
   if (data && Object.values(data).some((v) => v !== null)) return undefined;
-  const https = (result.errors ?? []).map((e) => (isRefusal(e.extensions?.['code']) ? (e.extensions['http'] as { status: number; headers?: Record<string, string> }) : undefined));
+  const https = (result.errors ?? []).map((e) =>
+    isRefusal(e.extensions?.['code']) ? (e.extensions['http'] as { status: number; headers?: Record<string, string> }) : undefined,
+  );
   if (https.length === 0 || https.some((h) => !h)) return undefined;
   const first = https[0]!;
   return { status: first.status, headers: first.headers ?? {} };
@@ -56,7 +60,13 @@ export const everyErrorCoded: Plugin = {
       errors: errors.map((e) => {
         if (e.extensions?.['code']) return e;
         const code = e.message.startsWith('Syntax Error') ? 'GRAPHQL_PARSE_FAILED' : e.path ? 'BAD_REQUEST' : 'GRAPHQL_VALIDATION_FAILED';
-        return new GraphQLError(e.message, { nodes: e.nodes ?? null, source: e.source ?? null, positions: e.positions ?? null, path: e.path ?? null, extensions: { ...e.extensions, code } });
+        return new GraphQLError(e.message, {
+          nodes: e.nodes ?? null,
+          source: e.source ?? null,
+          positions: e.positions ?? null,
+          path: e.path ?? null,
+          extensions: { ...e.extensions, code },
+        });
       }),
     });
   },
@@ -103,9 +113,11 @@ export function admissionControl(admission: Admission): Plugin {
     onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue as unknown as Context & { cost?: number; res?: Response };
       if (!ctx.res || !ctx.principal) return;
-      return admission.admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, ctx.cost ?? 1, ctx.res).catch((e: AppError) => {
-        setResultAndStopExecution({ errors: [e] });
-      });
+      return admission
+        .admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, ctx.cost ?? 1, ctx.res)
+        .catch((e: AppError) => {
+          setResultAndStopExecution({ errors: [e] });
+        });
     },
   };
 }

@@ -40,7 +40,12 @@ export class Metrics {
   constructor(poolStats?: PoolStats, breakers?: BreakerStates) {
     collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
-    this.requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests by route template and status.', labelNames: ['method', 'route', 'status'], registers });
+    this.requests = new Counter({
+      name: 'http_requests_total',
+      help: 'HTTP requests by route template and status.',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
     this.duration = new Histogram({
       name: 'http_request_duration_seconds',
       help: 'HTTP request latency by route template and status.',
@@ -48,7 +53,12 @@ export class Metrics {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers,
     });
-    this.operations = new Counter({ name: 'graphql_operations_total', help: 'GraphQL operations by name and outcome (ok, error).', labelNames: ['operation', 'outcome'], registers });
+    this.operations = new Counter({
+      name: 'graphql_operations_total',
+      help: 'GraphQL operations by name and outcome (ok, error).',
+      labelNames: ['operation', 'outcome'],
+      registers,
+    });
     this.admissions = new Counter({
       name: 'admission_requests_total',
       help: 'Requests at admission control by tenant and outcome (admitted, queued: had to wait, refused: 429 or 503).',
@@ -58,13 +68,14 @@ export class Metrics {
     if (breakers) {
       new Gauge({
         name: 'provider_circuit_state',
-        help: 'Data sources\' circuit breakers: 1 for the state each is in (closed, half_open, open, isolated).',
+        help: "Data sources' circuit breakers: 1 for the state each is in (closed, half_open, open, isolated).",
         labelNames: ['tenant_id', 'data_source', 'state'],
         registers,
         collect() {
           this.reset();
           for (const b of breakers.providerBreakerStates()) {
-            for (const state of BREAKER_STATES) this.set({ tenant_id: b.tenantId, data_source: b.dataSource, state }, b.state === state ? 1 : 0);
+            for (const state of BREAKER_STATES)
+              this.set({ tenant_id: b.tenantId, data_source: b.dataSource, state }, b.state === state ? 1 : 0);
           }
         },
       });
@@ -135,7 +146,8 @@ export class Metrics {
     return {
       onExecute: ({ args }) => {
         const op = (args.document as DocumentNode).definitions.find(
-          (d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION && (!args.operationName || d.name?.value === args.operationName),
+          (d): d is OperationDefinitionNode =>
+            d.kind === Kind.OPERATION_DEFINITION && (!args.operationName || d.name?.value === args.operationName),
         );
         const given = op?.name?.value;
         let name = given ?? 'anonymous';

@@ -134,7 +134,9 @@ const NOTES = ['manual entry', 'device synced late', 'travel day', 'estimated'];
  * derives from sha256(subject, metric, date, revision).
  */
 export function generatePoint(subjectIdentifier: string, metric: Metric, date: string, revision = 0): DataPoint {
-  const h = createHash('sha256').update(JSON.stringify([subjectIdentifier, metric, date, revision])).digest();
+  const h = createHash('sha256')
+    .update(JSON.stringify([subjectIdentifier, metric, date, revision]))
+    .digest();
   const u = (i: number, n: number) => h.readUInt32BE(i * 4) % n;
   const clock = (fromMinute: number, spanMinutes: number, i: number) => {
     const m = fromMinute + u(i, spanMinutes);
@@ -304,8 +306,10 @@ export function createReferenceProvider(opts: ReferenceProviderOptions = {}): Re
     const form = (req.body ?? {}) as Record<string, unknown>;
     const repeated = Object.keys(form).find((k) => Array.isArray(form[k]));
     if (repeated) return oauthError(res, 400, 'invalid_request', `Parameter ${repeated} is repeated.`);
-    if (typeof form['grant_type'] !== 'string' || form['grant_type'] === '') return oauthError(res, 400, 'invalid_request', 'grant_type is required.');
-    if (form['grant_type'] !== 'client_credentials') return oauthError(res, 400, 'unsupported_grant_type', 'Only client_credentials is supported.');
+    if (typeof form['grant_type'] !== 'string' || form['grant_type'] === '')
+      return oauthError(res, 400, 'invalid_request', 'grant_type is required.');
+    if (form['grant_type'] !== 'client_credentials')
+      return oauthError(res, 400, 'unsupported_grant_type', 'Only client_credentials is supported.');
     const creds = clientCredentials(req, form);
     // Both comparisons always run, so the answer time does not tell which one failed.
     const ok = creds !== undefined && [sameSecret(creds.id, clientId), sameSecret(creds.secret, clientSecret)].every(Boolean);

@@ -39,15 +39,27 @@ export async function findActiveKey(db: Db): Promise<SigningKey | undefined> {
 }
 
 /** Inserts a key as the active one; `false` when another instance won the race (unique partial index). */
-export async function insertActiveKey(db: Db, key: { kid: string; alg: string; private_jwk: unknown; public_jwk: unknown }): Promise<boolean> {
+export async function insertActiveKey(
+  db: Db,
+  key: { kid: string; alg: string; private_jwk: unknown; public_jwk: unknown },
+): Promise<boolean> {
   const r = await db
     .insertInto('signing_key')
     .values({ ...key, retired_at: null })
-    .onConflict((oc) => oc.expression(sql`(true)`).where('retired_at', 'is', null).doNothing())
+    .onConflict((oc) =>
+      oc
+        .expression(sql`(true)`)
+        .where('retired_at', 'is', null)
+        .doNothing(),
+    )
     .executeTakeFirst();
   return Number(r.numInsertedOrUpdatedRows ?? 0) > 0;
 }
 
 export async function retireActiveKey(db: Db): Promise<void> {
-  await db.updateTable('signing_key').set({ retired_at: sql<Date>`now()` }).where('retired_at', 'is', null).execute();
+  await db
+    .updateTable('signing_key')
+    .set({ retired_at: sql<Date>`now()` })
+    .where('retired_at', 'is', null)
+    .execute();
 }

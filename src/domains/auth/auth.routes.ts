@@ -64,13 +64,15 @@ export function authRoutes(db: Db, tokens: TokenService, maxBodyBytes: number): 
     const body = (req.body ?? {}) as Record<string, unknown>;
     for (const [k, v] of Object.entries(body)) {
       if (Array.isArray(v)) return oauthError(res, 400, 'invalid_request', `Parameter ${k} is repeated.`);
-      if (typeof v === 'string' && v.includes('\u0000')) return oauthError(res, 400, 'invalid_request', `Parameter ${k} holds a NUL character.`);
+      if (typeof v === 'string' && v.includes('\u0000'))
+        return oauthError(res, 400, 'invalid_request', `Parameter ${k} holds a NUL character.`);
     }
     const grantType = body['grant_type'];
     if (typeof grantType !== 'string' || grantType === '') return oauthError(res, 400, 'invalid_request', 'grant_type is required.');
     const creds = clientCredentials(req, body);
     if (creds === 'both') return oauthError(res, 400, 'invalid_request', 'Use one client authentication method, not two.');
-    if (creds && (creds.id + creds.secret).includes('\u0000')) return oauthError(res, 400, 'invalid_request', 'The client credentials hold a NUL character.');
+    if (creds && (creds.id + creds.secret).includes('\u0000'))
+      return oauthError(res, 400, 'invalid_request', 'The client credentials hold a NUL character.');
     if (grantType !== 'client_credentials') return oauthError(res, 400, 'unsupported_grant_type', 'Only client_credentials is supported.');
     const tenantKey = body['tenant_key'];
     if (typeof tenantKey !== 'string' || tenantKey === '') return oauthError(res, 400, 'invalid_request', 'tenant_key is required.');

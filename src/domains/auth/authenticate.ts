@@ -32,8 +32,7 @@ export async function authenticate(
 ): Promise<Principal> {
   const match = /^Bearer[ ]+([^ ]+)[ ]*$/i.exec(authorization ?? '');
   if (!match) throw new UnauthenticatedError('An access token is required.', 'Bearer');
-  const invalid = (why: string) =>
-    new UnauthenticatedError(why, `Bearer error="invalid_token", error_description="${quote(why)}"`);
+  const invalid = (why: string) => new UnauthenticatedError(why, `Bearer error="invalid_token", error_description="${quote(why)}"`);
   let claims;
   try {
     claims = await tokens.verify(match[1]!);
@@ -81,12 +80,9 @@ export async function clientPrincipal(db: Db, tenantKey: string, clientId: strin
 /** Express middleware: sets `req.principal` or passes the 401/403 on to the problem+json handler. */
 export function requireToken(db: Db, tokens: TokenService, scopes: readonly Scope[], gate?: Gate) {
   return (req: Request, res: Response, next: NextFunction) => {
-    authenticate(db, tokens, req.headers.authorization, scopes, gate && ((holder) => gate(holder, res))).then(
-      (p) => {
-        req.principal = p;
-        next();
-      },
-      next,
-    );
+    authenticate(db, tokens, req.headers.authorization, scopes, gate && ((holder) => gate(holder, res))).then((p) => {
+      req.principal = p;
+      next();
+    }, next);
   };
 }

@@ -1,7 +1,12 @@
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
 
-const scryptAsync = promisify(scrypt) as (pw: string, salt: Buffer, len: number, opts: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>;
+const scryptAsync = promisify(scrypt) as (
+  pw: string,
+  salt: Buffer,
+  len: number,
+  opts: { N: number; r: number; p: number; maxmem: number },
+) => Promise<Buffer>;
 
 const N = 16384;
 const R = 8;
@@ -39,7 +44,10 @@ export async function verifySecret(secret: string, stored: string | undefined): 
   const [, n, r, p, salt, hash] = parts as [string, string, string, string, string, string];
   const expected = Buffer.from(hash, 'base64url');
   const actual = await scryptAsync(secret, Buffer.from(salt, 'base64url'), expected.length, {
-    N: Number(n), r: Number(r), p: Number(p), maxmem: MAX_SCRYPT_MEMORY,
+    N: Number(n),
+    r: Number(r),
+    p: Number(p),
+    maxmem: MAX_SCRYPT_MEMORY,
   });
   return timingSafeEqual(actual, expected) && real;
 }

@@ -3,7 +3,16 @@ import type { ErrorCollector } from '../../core/errors.js';
 import { validDate } from '../../core/dates.js';
 import type { SortSqlType } from '../../db/paging.js';
 
-export const DATA_TYPES: readonly DataTypeName[] = ['Boolean', 'String', 'Integer', 'Decimal', 'DateTime', 'Date', 'Time', 'UserIdentifier'];
+export const DATA_TYPES: readonly DataTypeName[] = [
+  'Boolean',
+  'String',
+  'Integer',
+  'Decimal',
+  'DateTime',
+  'Date',
+  'Time',
+  'UserIdentifier',
+];
 
 /** A custom field definition, of a subject or of a structure type (which has no arrays). */
 export interface FieldDef {
@@ -92,7 +101,8 @@ export function readTyped(type: DataTypeName, raw: unknown): { ok: true; value: 
       }
       // In UTC the instant must keep a four-digit year from 0001 to 9999: its canonical text sorts as
       // text, and both databases read it back (year 0 or 10000 would poison ordering for the tenant).
-      if (t < MIN_INSTANT || t > MAX_INSTANT) return fail('The date-time must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z in UTC.');
+      if (t < MIN_INSTANT || t > MAX_INSTANT)
+        return fail('The date-time must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z in UTC.');
       return { ok: true, value: new Date(t).toISOString() };
     }
   }
@@ -145,7 +155,10 @@ export function parseSentValues(
     const readOne = (raw: unknown, path: string): Scalar | null | undefined => {
       if (raw === null) return null;
       if (!isObject(raw)) {
-        errors.add(path, `Expected an object with one property named after a data type, for example {"${field.dataType}": {"Value": ...}}.`);
+        errors.add(
+          path,
+          `Expected an object with one property named after a data type, for example {"${field.dataType}": {"Value": ...}}.`,
+        );
         return undefined;
       }
       const names = Object.keys(raw);

@@ -68,7 +68,9 @@ export class CacheFetcher {
    */
   inFlight(tenantId: string, extract: ExtractWithSource, s: SubjectKey, version: string | null): Promise<Outcome> | undefined {
     const flying = this.inflight.get(cacheKey(tenantId, extract.key, s.id));
-    return flying && flying.version === version && flying.epoch === extract.cache_epoch && flying.identifier === s.identifier ? flying.outcome : undefined;
+    return flying && flying.version === version && flying.epoch === extract.cache_epoch && flying.identifier === s.identifier
+      ? flying.outcome
+      : undefined;
   }
 
   /**
@@ -105,7 +107,12 @@ export class CacheFetcher {
     return outcomes;
   }
 
-  private async fetchChunk(tenantId: string, extract: ExtractWithSource, wants: readonly Want[], gen: number): Promise<Map<string, Outcome>> {
+  private async fetchChunk(
+    tenantId: string,
+    extract: ExtractWithSource,
+    wants: readonly Want[],
+    gen: number,
+  ): Promise<Map<string, Outcome>> {
     const identifiers = [...new Set(wants.map((w) => w.subject.identifier))];
     let points: DataPoint[];
     try {
@@ -113,13 +120,18 @@ export class CacheFetcher {
     } catch (e) {
       // While a circuit is open every read is refused: its state changes are logged (by the client), not each refusal.
       const level = e instanceof CircuitOpenError ? 'debug' : 'warn';
-      this.log[level]({ extract: extract.key, dataSource: extract.source.key, subjects: identifiers.length, err: (e as Error).message }, 'data provider call failed');
+      this.log[level](
+        { extract: extract.key, dataSource: extract.source.key, subjects: identifiers.length, err: (e as Error).message },
+        'data provider call failed',
+      );
       return new Map(
         wants.map((w) => [
           w.subject.id,
           w.fallback
             ? { points: w.fallback.points, fetchedAt: w.fallback.fetchedAt, stale: true }
-            : new ProviderUnavailableError(`The data provider of extract '${extract.key}' is unavailable and nothing is cached: ${(e as Error).message}`),
+            : new ProviderUnavailableError(
+                `The data provider of extract '${extract.key}' is unavailable and nothing is cached: ${(e as Error).message}`,
+              ),
         ]),
       );
     }

@@ -149,7 +149,9 @@ export class CacheStore {
    * every other instance's before this resolves (D10: before the change request is answered). Returns
    * `fn`'s result and how many invalidations were published.
    */
-  async invalidating<T>(fn: (trx: Db, publish: (inv: Invalidation) => Promise<void>) => Promise<T>): Promise<{ result: T; published: number }> {
+  async invalidating<T>(
+    fn: (trx: Db, publish: (inv: Invalidation) => Promise<void>) => Promise<T>,
+  ): Promise<{ result: T; published: number }> {
     let sent: { m: string; inv: Invalidation; delivered: Promise<void> }[] = [];
     try {
       const result = await inTransaction(this.db, async (trx) => {
@@ -174,7 +176,10 @@ export class CacheStore {
               // in-process cache until an event arrives again.
               this.coherent = false;
               this.lru?.clear();
-              this.log.warn({ extract: s.inv.x }, 'own cache invalidation not received in time; in-process cache off until the listener hears again');
+              this.log.warn(
+                { extract: s.inv.x },
+                'own cache invalidation not received in time; in-process cache off until the listener hears again',
+              );
             }),
           ),
         );

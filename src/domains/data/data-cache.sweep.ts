@@ -74,21 +74,32 @@ export class CacheSweep {
       const rows = await claimFlagged(this.db, CLAIM_BATCH, CLAIM_LEASE_SECONDS);
       if (rows.length === 0 || this.closed) return;
       const groups = new Map<string, DataCacheRow[]>();
-      for (const r of rows) groups.set(`${r.tenant_id}\u0001${r.extract_key}`, [...(groups.get(`${r.tenant_id}\u0001${r.extract_key}`) ?? []), r]);
+      for (const r of rows)
+        groups.set(`${r.tenant_id}\u0001${r.extract_key}`, [...(groups.get(`${r.tenant_id}\u0001${r.extract_key}`) ?? []), r]);
       const runs: Promise<unknown>[] = [];
       for (const group of groups.values()) {
         const { tenant_id: tenantId, extract_key: extractKey } = group[0]!;
         const gen = this.store.generation(tenantId, extractKey);
         const [extract] = await findExtracts(this.db, tenantId, [extractKey]);
         if (!extract) continue;
-        const [subjects, config] = await Promise.all([findSubjectsByIds(this.db, tenantId, group.map((r) => r.subject_id)), loadSubjectConfig(this.db, tenantId)]);
+        const [subjects, config] = await Promise.all([
+          findSubjectsByIds(
+            this.db,
+            tenantId,
+            group.map((r) => r.subject_id),
+          ),
+          loadSubjectConfig(this.db, tenantId),
+        ]);
         const byId = new Map(subjects.map((s) => [s.id, s]));
         const wants: Want[] = [];
         for (const r of group) {
           const subject = byId.get(r.subject_id);
           const identifier = subject ? identifierOf(extract.source.subject_identifier, subject, config) : null;
           if (identifier === null) continue;
-          const fallback = r.points && r.fetched_at && r.subject_identifier === identifier ? { points: r.points as DataPoint[], fetchedAt: r.fetched_at } : undefined;
+          const fallback =
+            r.points && r.fetched_at && r.subject_identifier === identifier
+              ? { points: r.points as DataPoint[], fetchedAt: r.fetched_at }
+              : undefined;
           wants.push({ subject: { id: r.subject_id, identifier }, expectedVersion: r.version, removedIds: r.removed_ids, fallback });
         }
         const outcomes = this.fetcher.fetch(tenantId, extract, wants, gen, (fn) => this.refetchLimit.execute(fn));

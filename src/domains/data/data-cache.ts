@@ -79,7 +79,11 @@ export class DataCache {
     if (pending.length === 0) return out;
 
     const gen = this.store.generation(tenantId, extract.key);
-    const rows = await this.store.read(tenantId, extract.key, pending.map((s) => s.id));
+    const rows = await this.store.read(
+      tenantId,
+      extract.key,
+      pending.map((s) => s.id),
+    );
     const wants: Want[] = [];
     const shared: [string, Promise<Outcome>][] = [];
     for (const s of pending) {

@@ -24,7 +24,10 @@ export async function findExtracts(db: Db, tenantId: string, keys: readonly stri
 
 /** The tenant's extracts whose data source lists `clientId` as an inbound client (D4, D10). */
 export async function findExtractsOfInboundClient(db: Db, tenantId: string, clientId: string): Promise<ExtractWithSource[]> {
-  const rows = await extractsWithSource(db, tenantId).where(sql<boolean>`${clientId} = ANY(d.inbound_client_ids)`).orderBy('x.key').execute();
+  const rows = await extractsWithSource(db, tenantId)
+    .where(sql<boolean>`${clientId} = ANY(d.inbound_client_ids)`)
+    .orderBy('x.key')
+    .execute();
   return rows as unknown as ExtractWithSource[];
 }
 
@@ -36,7 +39,12 @@ export function extractListQuery(db: Db, tenantId: string, dataSourceKey: string
 
 /** The data sources of the tenant that list `clientId` as an inbound client. */
 export async function findSourcesOfInboundClient(db: Db, tenantId: string, clientId: string): Promise<DataSourceRow[]> {
-  return db.selectFrom('data_source').selectAll().where('tenant_id', '=', tenantId).where(sql<boolean>`${clientId} = ANY(inbound_client_ids)`).execute();
+  return db
+    .selectFrom('data_source')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where(sql<boolean>`${clientId} = ANY(inbound_client_ids)`)
+    .execute();
 }
 
 export async function findDataSource(db: Db, tenantId: string, key: string): Promise<DataSourceRow | undefined> {
@@ -70,7 +78,13 @@ export interface CacheWrite {
  * removal, a refresh, new options) moved one of them, and then the answer, possibly older than it, is not
  * stored as fresh. Returns the stored rows.
  */
-export async function writeCache(db: Db, tenantId: string, extractKey: string, epoch: string, writes: readonly CacheWrite[]): Promise<{ subject_id: string; version: string; fetched_at: Date }[]> {
+export async function writeCache(
+  db: Db,
+  tenantId: string,
+  extractKey: string,
+  epoch: string,
+  writes: readonly CacheWrite[],
+): Promise<{ subject_id: string; version: string; fetched_at: Date }[]> {
   if (writes.length === 0) return [];
   return inTransaction(db, async (trx) => {
     // FOR SHARE waits for a refresh or an options change in progress, and keeps one from committing
@@ -88,18 +102,20 @@ export async function writeCache(db: Db, tenantId: string, extractKey: string, e
     return trx
       .insertInto('data_cache')
       .values(
-        [...writes].sort((a, b) => (a.subjectId < b.subjectId ? -1 : a.subjectId > b.subjectId ? 1 : 0)).map((w) => ({
-          tenant_id: tenantId,
-          extract_key: extractKey,
-          subject_id: w.subjectId,
-          subject_identifier: w.identifier,
-          points: sql<unknown[]>`cast(${JSON.stringify(w.points)} as jsonb)`,
-          fetched_at: sql<Date>`now()`,
-          stale: false,
-          version: String(w.expectedVersion === null ? 1 : BigInt(w.expectedVersion) + 1n),
-          removed_ids: w.removedIds,
-          refetch_claimed_until: null,
-        })),
+        [...writes]
+          .sort((a, b) => (a.subjectId < b.subjectId ? -1 : a.subjectId > b.subjectId ? 1 : 0))
+          .map((w) => ({
+            tenant_id: tenantId,
+            extract_key: extractKey,
+            subject_id: w.subjectId,
+            subject_identifier: w.identifier,
+            points: sql<unknown[]>`cast(${JSON.stringify(w.points)} as jsonb)`,
+            fetched_at: sql<Date>`now()`,
+            stale: false,
+            version: String(w.expectedVersion === null ? 1 : BigInt(w.expectedVersion) + 1n),
+            removed_ids: w.removedIds,
+            refetch_claimed_until: null,
+          })),
       )
       .onConflict((oc) =>
         oc
@@ -122,7 +138,12 @@ export async function writeCache(db: Db, tenantId: string, extractKey: string, e
 
 /** Moves an extract's cache epoch (refresh, new options): fetches that read the old one store nothing. */
 export async function bumpExtractEpoch(db: Db, tenantId: string, extractKey: string): Promise<void> {
-  await db.updateTable('data_extract').set({ cache_epoch: sql`cache_epoch + 1` }).where('tenant_id', '=', tenantId).where('key', '=', extractKey).execute();
+  await db
+    .updateTable('data_extract')
+    .set({ cache_epoch: sql`cache_epoch + 1` })
+    .where('tenant_id', '=', tenantId)
+    .where('key', '=', extractKey)
+    .execute();
 }
 
 /**
@@ -212,12 +233,22 @@ export async function claimFlagged(db: Db, limit: number, leaseSeconds: number):
 
 /** The extract of this key, locked FOR UPDATE for the caller's transaction (which creates or changes it). */
 export async function lockExtract(db: Db, tenantId: string, key: string): Promise<DataExtractRow | undefined> {
-  const [existing] = await db.selectFrom('data_extract').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).forUpdate().execute();
+  const [existing] = await db
+    .selectFrom('data_extract')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('key', '=', key)
+    .forUpdate()
+    .execute();
   return existing;
 }
 
 /** Inserts an extract; a unique violation (the key exists) is the caller's to report. */
-export async function insertExtract(db: Db, tenantId: string, x: { key: string; name: string; data_source_key: string; options: object }): Promise<DataExtractRow> {
+export async function insertExtract(
+  db: Db,
+  tenantId: string,
+  x: { key: string; name: string; data_source_key: string; options: object },
+): Promise<DataExtractRow> {
   return db
     .insertInto('data_extract')
     .values({ tenant_id: tenantId, key: x.key, name: x.name, data_source_key: x.data_source_key, options: x.options })
@@ -226,7 +257,12 @@ export async function insertExtract(db: Db, tenantId: string, x: { key: string; 
 }
 
 /** Sets an extract's name, data source and options. */
-export async function updateExtract(db: Db, tenantId: string, key: string, set: { name: string; data_source_key: string; options: object }): Promise<DataExtractRow> {
+export async function updateExtract(
+  db: Db,
+  tenantId: string,
+  key: string,
+  set: { name: string; data_source_key: string; options: object },
+): Promise<DataExtractRow> {
   return db
     .updateTable('data_extract')
     .set(set)
@@ -248,9 +284,18 @@ export async function pageExtracts(
   args: PageArgs,
 ): Promise<Connection<ExtractWithSource>> {
   const query = extractListQuery(db, tenantId, dataSourceKey);
-  const count = async () => Number((await query.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
+  const count = async () =>
+    Number(
+      (
+        await query
+          .clearSelect()
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
   const key = { id: sql.ref('x.key'), idType: 'text' as const, type: 'text' as const, nullable: false };
-  const sort: SortKey = order === 'Key' ? { name: 'Key', value: sql.ref('x.key'), ...key } : { name: 'Name', value: sql`x.name COLLATE "C"`, ...key };
+  const sort: SortKey =
+    order === 'Key' ? { name: 'Key', value: sql.ref('x.key'), ...key } : { name: 'Name', value: sql`x.name COLLATE "C"`, ...key };
   return paginate<ExtractWithSource>({ list: 'dataExtract', query: query as never, count, sort, args });
 }
 

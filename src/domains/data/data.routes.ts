@@ -51,37 +51,42 @@ const DataPointBody = z
   })
   .meta({ id: 'DataPoint', description: 'A new or updated data point of the subject.' });
 
-const filterSchema = z
-  .record(z.string(), z.unknown())
-  .nullable()
-  .optional()
-  .meta({ description: 'Property path (dot-separated) → the value the extract\'s options must hold there; every entry must hold; empty matches every extract.' });
+const filterSchema = z.record(z.string(), z.unknown()).nullable().optional().meta({
+  description:
+    "Property path (dot-separated) → the value the extract's options must hold there; every entry must hold; empty matches every extract.",
+});
 
 const ChangeAnswerSchema = z
-  .object({ FlaggedDataExtractKeys: z.array(z.string()).meta({ description: 'The extracts whose cached entries for the subject were flagged.' }) })
+  .object({
+    FlaggedDataExtractKeys: z.array(z.string()).meta({ description: 'The extracts whose cached entries for the subject were flagged.' }),
+  })
   .meta({ id: 'DataChangeResponse' });
 
 // Filter paths are the provider's own, not contract properties: kept as sent.
 const changeLocation = (path: string) =>
-  path.startsWith('dataExtractsOptionsValuesFilter.') ? `DataExtractsOptionsValuesFilter${path.slice('dataExtractsOptionsValuesFilter'.length)}` : pascalLocation(path);
+  path.startsWith('dataExtractsOptionsValuesFilter.')
+    ? `DataExtractsOptionsValuesFilter${path.slice('dataExtractsOptionsValuesFilter'.length)}`
+    : pascalLocation(path);
 
 const common = {
   tag: 'Data change (data providers)',
   scopes: ['ServiceDataProviderApi', 'ServiceApi'] as ('ServiceDataProviderApi' | 'ServiceApi')[],
-  permissions: 'An inbound client of one of the tenant\'s data sources (scope ServiceDataProviderApi or ServiceApi)',
+  permissions: "An inbound client of one of the tenant's data sources (scope ServiceDataProviderApi or ServiceApi)",
   location: changeLocation,
   responses: {
     200: {
-      description: 'The matching extracts\' entries for the subject are flagged (none matching is not an error).',
+      description: "The matching extracts' entries for the subject are flagged (none matching is not an error).",
       schema: ChangeAnswerSchema,
       example: { FlaggedDataExtractKeys: ['steps-week'] },
     },
     400: {
       description: 'The body is invalid.',
-      example: problemExample(400, 'One or more validation errors occurred.', { SubjectIdentifier: ['Invalid input: expected string, received undefined'] }),
+      example: problemExample(400, 'One or more validation errors occurred.', {
+        SubjectIdentifier: ['Invalid input: expected string, received undefined'],
+      }),
     },
     403: {
-      description: 'The token lacks the scope, or the client is not an inbound client of one of the tenant\'s data sources.',
+      description: "The token lacks the scope, or the client is not an inbound client of one of the tenant's data sources.",
       example: problemExample(403, "The client 'demo-client' is not an inbound client of any data source."),
     },
     404: { description: 'No subject has this identifier.', example: problemExample(404, "No subject has the identifier 'E-9999'.") },
@@ -100,7 +105,11 @@ const dataChange = defineRoute({
       .object({
         SubjectIdentifier: z.string().meta({ description: 'The subject, as the data source identifies it (its subjectIdentifier).' }),
         DataExtractsOptionsValuesFilter: filterSchema,
-        NewOrUpdatedDataPoints: z.array(DataPointBody).nullable().optional().meta({ description: 'Each SubjectIdentifier must be the request\'s.' }),
+        NewOrUpdatedDataPoints: z
+          .array(DataPointBody)
+          .nullable()
+          .optional()
+          .meta({ description: "Each SubjectIdentifier must be the request's." }),
       })
       .meta({ id: 'DataChangeCreationOrUpdateRequest' }),
     example: {
@@ -147,7 +156,9 @@ const dataRemoval = defineRoute({
       .object({
         SubjectIdentifier: z.string().meta({ description: 'The subject, as the data source identifies it (its subjectIdentifier).' }),
         DataExtractsOptionsValuesFilter: filterSchema,
-        RemovedDataPointIdentifiers: z.array(z.string()).meta({ description: 'Ids of the removed data points: they leave the cache at once.' }),
+        RemovedDataPointIdentifiers: z
+          .array(z.string())
+          .meta({ description: 'Ids of the removed data points: they leave the cache at once.' }),
       })
       .meta({ id: 'DataChangeRemovalRequest' }),
     example: { SubjectIdentifier: 'E-1003', RemovedDataPointIdentifiers: ['E-1003-steps-2026-11-21'] },

@@ -21,11 +21,13 @@ export const DataExtractRef = builder.loadableNodeRef('DataExtract', {
 });
 
 const DataSourceRef = builder.objectRef<ExtractWithSource['source']>('DataSource').implement({
-  description: 'Where an extract\'s data points come from (the provider\'s connection details are not exposed).',
+  description: "Where an extract's data points come from (the provider's connection details are not exposed).",
   fields: (t) => ({
     key: t.exposeString('key'),
     name: t.exposeString('name'),
-    subjectIdentifier: t.exposeString('subject_identifier', { description: 'What a data point\'s SubjectIdentifier means: ExternalId, Id or a subject field key.' }),
+    subjectIdentifier: t.exposeString('subject_identifier', {
+      description: "What a data point's SubjectIdentifier means: ExternalId, Id or a subject field key.",
+    }),
   }),
 });
 
@@ -39,14 +41,23 @@ const DataPointItemRef = builder.objectRef<DataPointItem>('DataPointItem').imple
   fields: (t) => ({
     key: t.string({ resolve: (i) => i.Key }),
     dataType: t.string({ description: 'String, Decimal, Integer, DateTime, Date, Time or Boolean.', resolve: (i) => i.Value.DataType }),
-    value: t.field({ type: 'JSON', nullable: true, description: 'The typed value as the provider sent it.', resolve: (i) => i.Value.Value }),
-    valueText: t.string({ nullable: true, description: 'Canonical text (DateTime in UTC with milliseconds).', resolve: (i) => pointValueText(i) }),
+    value: t.field({
+      type: 'JSON',
+      nullable: true,
+      description: 'The typed value as the provider sent it.',
+      resolve: (i) => i.Value.Value,
+    }),
+    valueText: t.string({
+      nullable: true,
+      description: 'Canonical text (DateTime in UTC with milliseconds).',
+      resolve: (i) => pointValueText(i),
+    }),
   }),
 });
 
 const DataPointRef = builder.objectRef<PointNode>('DataPoint').implement({
   fields: (t) => ({
-    id: t.string({ description: 'The provider\'s data point id.', resolve: (n) => n.point.Id }),
+    id: t.string({ description: "The provider's data point id.", resolve: (n) => n.point.Id }),
     subjectIdentifier: t.string({ resolve: (n) => n.point.SubjectIdentifier }),
     subject: t.field({ type: SubjectRef, nullable: true, authScopes: { permission: 'View:Subject' }, resolve: (n) => n.subjectId }),
     items: t.field({ type: [DataPointItemRef], resolve: (n) => n.point.DataPointItems }),
@@ -60,10 +71,7 @@ const DataPointConnection = builder.connectionObject({ type: DataPointRef, name:
  * one cache lookup and, for misses, one provider call per chunk (D10). setImmediate batching collects the
  * loads of a whole page of subjects, whose resolvers reach it after awaiting other loaders.
  */
-const pointLoaders = createContextCache(
-  (_ctx: Context) =>
-    new Map<string, DataLoader<SubjectKey, CachedPoints, string>>(),
-);
+const pointLoaders = createContextCache((_ctx: Context) => new Map<string, DataLoader<SubjectKey, CachedPoints, string>>());
 
 function pointLoader(ctx: Context, extract: ExtractWithSource) {
   const loaders = pointLoaders(ctx);
@@ -83,7 +91,9 @@ function pointLoader(ctx: Context, extract: ExtractWithSource) {
 
 /** The extract by key, or NOT_FOUND (an unknown key answers as one of another tenant, D2). */
 async function extractByKey(ctx: Context, key: string): Promise<ExtractWithSource> {
-  const found = await DataExtractRef.getDataloader(ctx).load(key).catch(() => undefined);
+  const found = await DataExtractRef.getDataloader(ctx)
+    .load(key)
+    .catch(() => undefined);
   if (!found) throw new NotFoundError(`No data extract has the key '${key}'.`);
   return found as ExtractWithSource;
 }
@@ -98,7 +108,11 @@ async function pointsOf(ctx: Context, extract: ExtractWithSource, subjects: read
     if (r instanceof Error) throw r;
     const key = keys[i]!;
     if (r.stale && key.identifier !== null) {
-      ctx.staleData.set(`${extract.key}\u0001${key.identifier}`, { extractKey: extract.key, subjectIdentifier: key.identifier, fetchedAt: r.fetchedAt!.toISOString() });
+      ctx.staleData.set(`${extract.key}\u0001${key.identifier}`, {
+        extractKey: extract.key,
+        subjectIdentifier: key.identifier,
+        fetchedAt: r.fetchedAt!.toISOString(),
+      });
     }
     for (const point of r.points) nodes.push({ point, subjectId: key.id });
   });
@@ -113,7 +127,10 @@ function pagePoints(extractKey: string, nodes: PointNode[], args: PageArgs) {
     list: `dataPoint~${extractKey}`,
     sortName: byId ? 'Id' : orderBy,
     items: nodes,
-    position: (n) => ({ v: byId ? sortKeyOf('String', n.point.Id) : pointSortKey(n.point, orderBy), i: `${n.point.Id}\u0001${n.subjectId}` }),
+    position: (n) => ({
+      v: byId ? sortKeyOf('String', n.point.Id) : pointSortKey(n.point, orderBy),
+      i: `${n.point.Id}\u0001${n.subjectId}`,
+    }),
     args,
   });
 }
@@ -128,7 +145,7 @@ builder.objectField(SubjectRef, 'dataPoints', (t) =>
       type: DataPointRef,
       nullable: true,
       complexity: pageComplexity,
-      description: 'The subject\'s data points of one extract, from the cache or its provider (D10). Order: Id, or an item key.',
+      description: "The subject's data points of one extract, from the cache or its provider (D10). Order: Id, or an item key.",
       authScopes: { permission: 'View:DataExtract' },
       args: { extractKey: t.arg.string({ required: true }), ...pointArgs(t.arg) },
       resolve: async (subject, args, ctx) => {
@@ -153,10 +170,14 @@ DataExtractRef.implement({
         complexity: pageComplexity,
         description: `Data points of the given subjects (UUIDs or global ids, at most ${MAX_PAGE_SIZE}) in one list.`,
         authScopes: { permission: 'View:DataExtract' },
-        args: { subjectIds: t.arg.idList({ description: 'Required: the subjects whose data points to list; ids naming no subject are ignored.' }), ...pointArgs(t.arg) },
+        args: {
+          subjectIds: t.arg.idList({ description: 'Required: the subjects whose data points to list; ids naming no subject are ignored.' }),
+          ...pointArgs(t.arg),
+        },
         resolve: async (extract, args, ctx) => {
           const ids = args.subjectIds;
-          if (!ids || ids.length === 0) throw ValidationError.at('subjectIds', 'subjectIds is required: name the subjects whose data points to list.');
+          if (!ids || ids.length === 0)
+            throw ValidationError.at('subjectIds', 'subjectIds is required: name the subjects whose data points to list.');
           if (ids.length > MAX_PAGE_SIZE) throw ValidationError.at('subjectIds', `At most ${MAX_PAGE_SIZE} subjects.`);
           const subjects = await SubjectRef.getDataloader(ctx).loadMany([...new Set(ids.map((id) => subjectUuid(String(id))))]);
           const found = subjects.filter((s): s is SubjectRow => !(s instanceof Error) && s !== null && s !== undefined);
@@ -208,7 +229,12 @@ const RefreshDataSetPayload = builder.objectRef<{ dataExtractKey: string; flagge
 
 const DataExtractPayload = builder.objectRef<{ dataExtract: DataExtractRow }>('DataExtractPayload').implement({
   fields: (t) => ({
-    dataExtract: t.field({ type: DataExtractRef, nullable: true, authScopes: { permission: 'View:DataExtract' }, resolve: (p) => p.dataExtract.key }),
+    dataExtract: t.field({
+      type: DataExtractRef,
+      nullable: true,
+      authScopes: { permission: 'View:DataExtract' },
+      resolve: (p) => p.dataExtract.key,
+    }),
   }),
 });
 
@@ -228,7 +254,9 @@ const DataPointInput = builder.inputType('DataPointInput', {
 
 const DataChangePayload = builder.objectRef<{ flaggedDataExtractKeys: string[] }>('DataChangePayload').implement({
   fields: (t) => ({
-    flaggedDataExtractKeys: t.exposeStringList('flaggedDataExtractKeys', { description: 'The matching extracts whose entries for the subject were flagged.' }),
+    flaggedDataExtractKeys: t.exposeStringList('flaggedDataExtractKeys', {
+      description: 'The matching extracts whose entries for the subject were flagged.',
+    }),
   }),
 });
 
@@ -249,7 +277,12 @@ builder.mutationFields((t) => ({
     type: RefreshDataSetPayload,
     nullable: true,
     description: 'Flags every cached entry of the extract stale and re-fetches them in the background (Refresh:DataSet).',
-    args: { input: t.arg({ type: builder.inputType('RefreshDataSetInput', { fields: (f) => ({ dataExtractKey: f.string({ required: true }) }) }), required: true }) },
+    args: {
+      input: t.arg({
+        type: builder.inputType('RefreshDataSetInput', { fields: (f) => ({ dataExtractKey: f.string({ required: true }) }) }),
+        required: true,
+      }),
+    },
     resolve: (_root, { input }, ctx) => refreshDataSet(ctx, input.dataExtractKey),
   }),
   createDataExtract: t.field({
@@ -274,11 +307,17 @@ builder.mutationFields((t) => ({
   updateDataExtract: t.field({
     type: DataExtractPayload,
     nullable: true,
-    description: 'Changes a data extract (Edit:DataExtract); absent properties keep their value. New options or a new data source drop its cached data.',
+    description:
+      'Changes a data extract (Edit:DataExtract); absent properties keep their value. New options or a new data source drop its cached data.',
     args: {
       input: t.arg({
         type: builder.inputType('UpdateDataExtractInput', {
-          fields: (f) => ({ key: f.string({ required: true }), name: f.string(), dataSourceKey: f.string(), options: f.field({ type: 'JSON' }) }),
+          fields: (f) => ({
+            key: f.string({ required: true }),
+            name: f.string(),
+            dataSourceKey: f.string(),
+            options: f.field({ type: 'JSON' }),
+          }),
         }),
         required: true,
       }),
@@ -289,7 +328,11 @@ builder.mutationFields((t) => ({
 
 // A provider's change and removal reports: one service, two inputs (inbound clients of a data source only).
 const reports = [
-  ['reportDataChange', DataChangeInput, 'A data provider reports new or changed data of a subject (inbound clients of a data source only).'],
+  [
+    'reportDataChange',
+    DataChangeInput,
+    'A data provider reports new or changed data of a subject (inbound clients of a data source only).',
+  ],
   ['reportDataRemoval', DataRemovalInput, 'A data provider reports removed data points of a subject; they leave the cache at once.'],
 ] as const;
 for (const [field, Input, description] of reports) {

@@ -49,7 +49,8 @@ export function optionsMatch(options: unknown, filter: Record<string, unknown>):
     let at: unknown = options;
     for (const seg of path.split('.')) {
       if (Array.isArray(at) && /^\d+$/.test(seg)) at = at[Number(seg)];
-      else if (typeof at === 'object' && at !== null && !Array.isArray(at) && Object.hasOwn(at, seg)) at = (at as Record<string, unknown>)[seg];
+      else if (typeof at === 'object' && at !== null && !Array.isArray(at) && Object.hasOwn(at, seg))
+        at = (at as Record<string, unknown>)[seg];
       else return false;
     }
     const scalar = (v: unknown) => typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
@@ -67,9 +68,11 @@ function validateChange(input: DataChangeInput): { filter: Record<string, unknow
     errors.add('dataExtractsOptionsValuesFilter', 'DataExtractsOptionsValuesFilter must be an object from property path to value.');
   } else {
     filter = rawFilter as Record<string, unknown>;
-    if (Object.keys(filter).length > MAX_FILTER_ENTRIES) errors.add('dataExtractsOptionsValuesFilter', `At most ${MAX_FILTER_ENTRIES} entries.`);
+    if (Object.keys(filter).length > MAX_FILTER_ENTRIES)
+      errors.add('dataExtractsOptionsValuesFilter', `At most ${MAX_FILTER_ENTRIES} entries.`);
     for (const k of Object.keys(filter)) {
-      if (k === '' || k.split('.').some((s) => s === '')) errors.add(`dataExtractsOptionsValuesFilter.${k}`, 'A property path has no empty segments.');
+      if (k === '' || k.split('.').some((s) => s === ''))
+        errors.add(`dataExtractsOptionsValuesFilter.${k}`, 'A property path has no empty segments.');
     }
   }
   const given = input.newOrUpdatedDataPoints ?? [];
@@ -79,7 +82,10 @@ function validateChange(input: DataChangeInput): { filter: Record<string, unknow
     const at = `newOrUpdatedDataPoints[${i}]`;
     if (p.id.trim() === '') errors.add(`${at}.id`, 'Id is required.');
     if (p.subjectIdentifier !== input.subjectIdentifier) {
-      errors.add(`${at}.subjectIdentifier`, `The data point's SubjectIdentifier '${p.subjectIdentifier}' differs from the request's '${input.subjectIdentifier}'.`);
+      errors.add(
+        `${at}.subjectIdentifier`,
+        `The data point's SubjectIdentifier '${p.subjectIdentifier}' differs from the request's '${input.subjectIdentifier}'.`,
+      );
     }
     const items = p.dataPointItems.map((item, j) => {
       const type = POINT_TYPES.find((t) => t.toLowerCase() === item.value.dataType.toLowerCase());
@@ -98,7 +104,8 @@ function validateChange(input: DataChangeInput): { filter: Record<string, unknow
   (input.removedDataPointIdentifiers ?? []).forEach((id, i) => {
     if (id.trim() === '') errors.add(`removedDataPointIdentifiers[${i}]`, 'An identifier must not be empty.');
   });
-  if ((input.removedDataPointIdentifiers ?? []).length > MAX_POINTS) errors.add('removedDataPointIdentifiers', `At most ${MAX_POINTS} identifiers.`);
+  if ((input.removedDataPointIdentifiers ?? []).length > MAX_POINTS)
+    errors.add('removedDataPointIdentifiers', `At most ${MAX_POINTS} identifiers.`);
   errors.throwIfAny();
   return { filter, points };
 }
@@ -118,7 +125,8 @@ export async function reportDataChange(ctx: Context, input: DataChangeInput): Pr
 
   const config = await cachedSubjectConfig(ctx.db, tenantId, ctx.principal.configVersion);
   const subjectsBySource = new Map<string, string[]>();
-  for (const s of sources) subjectsBySource.set(s.key, await subjectsByIdentifier(ctx.db, tenantId, s.subject_identifier, input.subjectIdentifier, config));
+  for (const s of sources)
+    subjectsBySource.set(s.key, await subjectsByIdentifier(ctx.db, tenantId, s.subject_identifier, input.subjectIdentifier, config));
   if ([...subjectsBySource.values()].every((ids) => ids.length === 0)) {
     throw new NotFoundError(`No subject has the identifier '${input.subjectIdentifier}'.`);
   }
@@ -170,13 +178,20 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
   if (input.name !== undefined && input.name !== null && (input.name.trim() === '' || input.name.length > MAX_NAME_LENGTH)) {
     errors.add('name', `Name must have 1 to ${MAX_NAME_LENGTH} characters.`);
   }
-  if (mode === 'create' && (input.dataSourceKey === undefined || input.dataSourceKey === null)) errors.add('dataSourceKey', 'DataSourceKey is required.');
-  else if (input.dataSourceKey !== undefined && input.dataSourceKey !== null && !(await findDataSource(ctx.db, tenantId, input.dataSourceKey))) {
+  if (mode === 'create' && (input.dataSourceKey === undefined || input.dataSourceKey === null))
+    errors.add('dataSourceKey', 'DataSourceKey is required.');
+  else if (
+    input.dataSourceKey !== undefined &&
+    input.dataSourceKey !== null &&
+    !(await findDataSource(ctx.db, tenantId, input.dataSourceKey))
+  ) {
     errors.add('dataSourceKey', `No data source has the key '${input.dataSourceKey}'.`);
   }
   const options = input.options;
-  if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) errors.add('options', 'Options must be a JSON object.');
-  if (options !== undefined && options !== null && JSON.stringify(options).includes('\\u0000')) errors.add('options', 'Options must not contain U+0000.');
+  if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options)))
+    errors.add('options', 'Options must be a JSON object.');
+  if (options !== undefined && options !== null && JSON.stringify(options).includes('\\u0000'))
+    errors.add('options', 'Options must not contain U+0000.');
   errors.throwIfAny();
 
   return ctx.data.withInvalidation(async (trx, publish) => {
@@ -184,7 +199,12 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
     if (mode === 'create') {
       if (existing) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
       try {
-        return await insertExtract(trx, tenantId, { key: input.key, name: input.name!, data_source_key: input.dataSourceKey!, options: (options ?? {}) as object });
+        return await insertExtract(trx, tenantId, {
+          key: input.key,
+          name: input.name!,
+          data_source_key: input.dataSourceKey!,
+          options: (options ?? {}) as object,
+        });
       } catch (e) {
         if (isUniqueViolation(e)) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
         throw e;

@@ -172,14 +172,22 @@ export class ProviderClient {
 
   /** The circuit state of each data source called since start. */
   breakerStates(): BreakerState[] {
-    return [...this.breakers.values()].map(({ tenantId, dataSource, policy }) => ({ tenantId, dataSource, state: STATE_NAMES[policy.state] }));
+    return [...this.breakers.values()].map(({ tenantId, dataSource, policy }) => ({
+      tenantId,
+      dataSource,
+      state: STATE_NAMES[policy.state],
+    }));
   }
 
   /**
    * Every data point of `subjectIdentifiers` for one extract: the first page, then each `EndCursor` until
    * `HasNextPage` is false (at most PROVIDER_MAX_PAGES pages: more is a failure, not a partial set).
    */
-  async fetchAll(source: ProviderSource, extract: { key: string; options: unknown }, subjectIdentifiers: readonly string[]): Promise<DataPoint[]> {
+  async fetchAll(
+    source: ProviderSource,
+    extract: { key: string; options: unknown },
+    subjectIdentifiers: readonly string[],
+  ): Promise<DataPoint[]> {
     const points: DataPoint[] = [];
     let after: string | null = null;
     for (let page = 1; ; page++) {
@@ -343,11 +351,17 @@ export class ProviderClient {
     const secret = (await source.clientSecret()) ?? '';
     let res: Response;
     try {
-      res = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretPost(secret), source.scope ? { scope: source.scope } : {}, {
-        signal,
-        // Loopback and private providers over plain HTTP are the tenant's choice (its tokenUrl).
-        [oauth.allowInsecureRequests]: tokenUrl.startsWith('http:'),
-      });
+      res = await oauth.clientCredentialsGrantRequest(
+        as,
+        client,
+        oauth.ClientSecretPost(secret),
+        source.scope ? { scope: source.scope } : {},
+        {
+          signal,
+          // Loopback and private providers over plain HTTP are the tenant's choice (its tokenUrl).
+          [oauth.allowInsecureRequests]: tokenUrl.startsWith('http:'),
+        },
+      );
     } catch (e) {
       throw new ProviderError(`The provider's token endpoint could not be reached: ${(e as Error).message}`, true);
     }

@@ -30,7 +30,9 @@ export class SecretBox {
   }
 
   async seal(plaintext: string): Promise<string> {
-    return new CompactEncrypt(new TextEncoder().encode(plaintext)).setProtectedHeader({ alg: 'dir', enc: 'A256GCM' }).encrypt(await this.getKey());
+    return new CompactEncrypt(new TextEncoder().encode(plaintext))
+      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
+      .encrypt(await this.getKey());
   }
 
   async open(sealed: string): Promise<string> {

@@ -14,7 +14,13 @@ export function identifierOf(mode: string, subject: SubjectRow, config: SubjectC
 }
 
 /** The subjects a provider's identifier names under `mode` (usually one; a non-unique field may give more). */
-export async function subjectsByIdentifier(db: Db, tenantId: string, mode: string, identifier: string, config: SubjectConfig): Promise<string[]> {
+export async function subjectsByIdentifier(
+  db: Db,
+  tenantId: string,
+  mode: string,
+  identifier: string,
+  config: SubjectConfig,
+): Promise<string[]> {
   if (mode === 'Id') {
     const id = await findSubjectId(db, tenantId, identifier);
     return id ? [id] : [];

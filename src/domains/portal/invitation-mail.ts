@@ -35,7 +35,9 @@ export function escapeHtml(s: string): string {
 
 // One pass: a value that itself holds "{email}" is not expanded again.
 function fill(template: string, values: InvitationValues, encode: (s: string) => string): string {
-  return template.replace(PLACEHOLDER, (whole, name: string) => (Object.hasOwn(values, name) ? encode(values[name as keyof InvitationValues]) : whole));
+  return template.replace(PLACEHOLDER, (whole, name: string) =>
+    Object.hasOwn(values, name) ? encode(values[name as keyof InvitationValues]) : whole,
+  );
 }
 
 /** Plain text as HTML: escaped, blank-line paragraphs, line breaks kept. */
@@ -45,7 +47,13 @@ function textAsHtml(text: string): string {
 }
 
 /** The values of one invitation; `subjectName` is the subject's display name (ExternalId when the field is empty, D3). */
-export function invitationValues(v: { displayName: string; email: string; subjectName: string; tenantName: string; inviteMethod: InviteMethod }): InvitationValues {
+export function invitationValues(v: {
+  displayName: string;
+  email: string;
+  subjectName: string;
+  tenantName: string;
+  inviteMethod: InviteMethod;
+}): InvitationValues {
   return { ...v, invitedTo: v.inviteMethod === 'SelfAccess' ? 'your own record' : `the record of ${v.subjectName}` };
 }
 
@@ -58,7 +66,9 @@ export function renderInvitation(template: InvitationTemplate, values: Invitatio
   const text = fill(template.text ?? DEFAULT_INVITATION_TEXT, values, (s) => s);
   return {
     // A header: no line breaks, whatever a value holds.
-    subject: fill(template.subject ?? DEFAULT_INVITATION_SUBJECT, values, (s) => s).replace(/[\r\n]+/g, ' ').trim(),
+    subject: fill(template.subject ?? DEFAULT_INVITATION_SUBJECT, values, (s) => s)
+      .replace(/[\r\n]+/g, ' ')
+      .trim(),
     text,
     html: template.html !== null ? fill(template.html, values, escapeHtml) : textAsHtml(text),
   };

@@ -81,7 +81,10 @@ export async function reviveDeadMails(db: Db, tenantId: string, portalUserIds: r
  * lets it lapse). The attempt is counted here, so a mail that crashes its sender still runs out of
  * attempts. The first claim fixes the Message-ID.
  */
-export async function claimDueMails(db: Db, opts: { limit: number; leaseSeconds: number; token: string; messageIdDomain: string }): Promise<MailOutboxRow[]> {
+export async function claimDueMails(
+  db: Db,
+  opts: { limit: number; leaseSeconds: number; token: string; messageIdDomain: string },
+): Promise<MailOutboxRow[]> {
   const rows = await db
     .updateTable('mail_outbox as o')
     .set({
@@ -130,7 +133,13 @@ export async function stillClaimed(db: Db, m: Pick<MailOutboxRow, 'tenant_id' | 
 export async function markSent(db: Db, m: Pick<MailOutboxRow, 'tenant_id' | 'id'>, token: string): Promise<boolean> {
   const r = await db
     .updateTable('mail_outbox')
-    .set({ status: sql<MailStatus>`CASE WHEN status = 'cancelled' THEN status ELSE 'sent' END`, sent_at: sql<Date>`now()`, claimed_until: null, claim_token: null, last_error: null })
+    .set({
+      status: sql<MailStatus>`CASE WHEN status = 'cancelled' THEN status ELSE 'sent' END`,
+      sent_at: sql<Date>`now()`,
+      claimed_until: null,
+      claim_token: null,
+      last_error: null,
+    })
     .where('tenant_id', '=', m.tenant_id)
     .where('id', '=', m.id)
     .where('claim_token', '=', token)
@@ -139,7 +148,12 @@ export async function markSent(db: Db, m: Pick<MailOutboxRow, 'tenant_id' | 'id'
 }
 
 /** Records a failed attempt: retried after `retryInMs`, or kept as a dead letter (a cancelled mail stays cancelled). */
-export async function markFailed(db: Db, m: Pick<MailOutboxRow, 'tenant_id' | 'id'>, token: string, f: { error: string; dead: boolean; retryInMs: number }): Promise<void> {
+export async function markFailed(
+  db: Db,
+  m: Pick<MailOutboxRow, 'tenant_id' | 'id'>,
+  token: string,
+  f: { error: string; dead: boolean; retryInMs: number },
+): Promise<void> {
   await db
     .updateTable('mail_outbox')
     .set({
@@ -162,7 +176,13 @@ export async function releaseClaims(db: Db, token: string, mails: readonly Pick<
     .updateTable('mail_outbox')
     .set({ claimed_until: null, claim_token: null, attempts: sql<number>`attempts - 1` })
     .where('claim_token', '=', token)
-    .where(({ eb, refTuple, tuple }) => eb(refTuple('tenant_id', 'id'), 'in', mails.map((m) => tuple(m.tenant_id, m.id))))
+    .where(({ eb, refTuple, tuple }) =>
+      eb(
+        refTuple('tenant_id', 'id'),
+        'in',
+        mails.map((m) => tuple(m.tenant_id, m.id)),
+      ),
+    )
     .execute();
 }
 
@@ -170,7 +190,11 @@ export async function releaseClaims(db: Db, token: string, mails: readonly Pick<
 export async function msUntilNextDue(db: Db): Promise<number | null> {
   const r = await db
     .selectFrom('mail_outbox')
-    .select(sql<string | null>`extract(epoch FROM min(greatest(next_attempt_at, coalesce(claimed_until, next_attempt_at))) - now()) * 1000`.as('ms'))
+    .select(
+      sql<string | null>`extract(epoch FROM min(greatest(next_attempt_at, coalesce(claimed_until, next_attempt_at))) - now()) * 1000`.as(
+        'ms',
+      ),
+    )
     .where('status', '=', 'pending')
     .executeTakeFirstOrThrow();
   return r.ms === null ? null : Math.max(0, Math.ceil(Number(r.ms)));
@@ -236,9 +260,29 @@ export function outboxListQuery(db: Db, tenantId: string, status: MailStatus | n
 }
 
 /** One page of a tenant's outbox mails (of one status, when given) in queue order (CreatedAt). */
-export async function pageOutboxMails(db: Db, tenantId: string, status: MailStatus | null | undefined, args: PageArgs): Promise<Connection<MailOutboxRow>> {
+export async function pageOutboxMails(
+  db: Db,
+  tenantId: string,
+  status: MailStatus | null | undefined,
+  args: PageArgs,
+): Promise<Connection<MailOutboxRow>> {
   const query = outboxListQuery(db, tenantId, status);
-  const count = async () => Number((await query.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);
-  const sort: SortKey = { name: 'CreatedAt', value: sql.ref('m.created_at'), type: 'timestamptz', nullable: false, id: sql.ref('m.id'), idType: 'uuid' };
+  const count = async () =>
+    Number(
+      (
+        await query
+          .clearSelect()
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+  const sort: SortKey = {
+    name: 'CreatedAt',
+    value: sql.ref('m.created_at'),
+    type: 'timestamptz',
+    nullable: false,
+    id: sql.ref('m.id'),
+    idType: 'uuid',
+  };
   return paginate<MailOutboxRow>({ list: `outboxMail~${status ?? ''}`, query, count, sort, args });
 }

@@ -52,7 +52,9 @@ export class OutboxSender {
     private readonly log: Logger,
   ) {
     this.smtp = config.SMTP_URL !== undefined;
-    this.transport = config.SMTP_URL ? nodemailer.createTransport({ url: config.SMTP_URL, ...SMTP_TIMEOUTS }) : nodemailer.createTransport({ jsonTransport: true });
+    this.transport = config.SMTP_URL
+      ? nodemailer.createTransport({ url: config.SMTP_URL, ...SMTP_TIMEOUTS })
+      : nodemailer.createTransport({ jsonTransport: true });
     this.domain = messageIdDomain(config.MAIL_FROM);
     let password = '';
     try {
@@ -142,7 +144,10 @@ export class OutboxSender {
         date: m.created_at,
       });
       if (!this.smtp) {
-        this.log.info({ ...at, to: m.recipient, subject: m.subject, text: m.text_body }, 'invitation mail (SMTP_URL unset: logged, not sent)');
+        this.log.info(
+          { ...at, to: m.recipient, subject: m.subject, text: m.text_body },
+          'invitation mail (SMTP_URL unset: logged, not sent)',
+        );
       }
     } catch (e) {
       await this.failed(m, token, e as NodemailerError);
@@ -150,7 +155,8 @@ export class OutboxSender {
     }
     for (let i = 0; ; i++) {
       try {
-        if (!(await markSent(this.db, m, token))) this.log.warn(at, 'invitation mail sent after its claim lapsed; another instance may send it again under the same Message-ID');
+        if (!(await markSent(this.db, m, token)))
+          this.log.warn(at, 'invitation mail sent after its claim lapsed; another instance may send it again under the same Message-ID');
         else this.log.info(at, 'invitation mail sent');
         return;
       } catch (e) {
@@ -170,7 +176,14 @@ export class OutboxSender {
     const error = this.describe(e);
     await markFailed(this.db, m, token, { error, dead, retryInMs });
     // The log (operators) has the whole error; the stored one is what tenants see through mailOutbox.
-    const at = { outboxId: m.id, tenantId: m.tenant_id, messageId: m.message_id, attempt: m.attempts, error, detail: this.redact(e.message ?? String(e)) };
+    const at = {
+      outboxId: m.id,
+      tenantId: m.tenant_id,
+      messageId: m.message_id,
+      attempt: m.attempts,
+      error,
+      detail: this.redact(e.message ?? String(e)),
+    };
     if (dead) {
       this.log.error(
         { ...at, permanent },

@@ -13,7 +13,12 @@ export async function findTenantName(db: Db, tenantId: string): Promise<string> 
 }
 
 /** A subject's portal users with these e-mails (compared case-insensitively: `emailKeys` are lower case). */
-export async function findPortalUsersByEmail(db: Db, tenantId: string, subjectId: string, emailKeys: readonly string[]): Promise<PortalUserRow[]> {
+export async function findPortalUsersByEmail(
+  db: Db,
+  tenantId: string,
+  subjectId: string,
+  emailKeys: readonly string[],
+): Promise<PortalUserRow[]> {
   if (emailKeys.length === 0) return [];
   return db
     .selectFrom('portal_user')
@@ -50,7 +55,12 @@ export async function insertPortalUser(
 }
 
 /** Sets a portal user's display name and invite method. */
-export async function updatePortalUser(db: Db, tenantId: string, id: string, set: { displayName: string; inviteMethod: InviteMethod }): Promise<PortalUserRow> {
+export async function updatePortalUser(
+  db: Db,
+  tenantId: string,
+  id: string,
+  set: { displayName: string; inviteMethod: InviteMethod },
+): Promise<PortalUserRow> {
   return db
     .updateTable('portal_user')
     .set({ display_name: set.displayName, invite_method: set.inviteMethod, updated_at: sql<Date>`now()` })
@@ -69,7 +79,11 @@ export async function deletePortalUsers(
   emailKeys?: readonly string[],
 ): Promise<PortalUserRow[]> {
   if (emailKeys?.length === 0) return [];
-  let q = db.deleteFrom('portal_user').where('tenant_id', '=', tenantId).where('subject_id', '=', subjectId).where('invite_method', '=', inviteMethod);
+  let q = db
+    .deleteFrom('portal_user')
+    .where('tenant_id', '=', tenantId)
+    .where('subject_id', '=', subjectId)
+    .where('invite_method', '=', inviteMethod);
   if (emailKeys) q = q.where('email_key', 'in', emailKeys);
   return q.returningAll().execute();
 }
@@ -97,9 +111,18 @@ export const portalUserList = (subjectId: string) => `portalUser~${subjectId}`;
 export type PortalUserOrder = 'Email' | 'DisplayName';
 
 /** One page of a subject's portal users. */
-export async function pagePortalUsers(db: Db, tenantId: string, subjectId: string, order: PortalUserOrder, args: PageArgs): Promise<Connection<PortalUserRow>> {
+export async function pagePortalUsers(
+  db: Db,
+  tenantId: string,
+  subjectId: string,
+  order: PortalUserOrder,
+  args: PageArgs,
+): Promise<Connection<PortalUserRow>> {
   const common = { type: 'text' as const, nullable: false, id: sql.ref('p.id'), idType: 'uuid' as const };
-  const sort: SortKey = order === 'Email' ? { name: 'Email', value: sql.ref('p.email_key'), ...common } : { name: 'DisplayName', value: sql.ref('p.display_name'), ...common };
+  const sort: SortKey =
+    order === 'Email'
+      ? { name: 'Email', value: sql.ref('p.email_key'), ...common }
+      : { name: 'DisplayName', value: sql.ref('p.display_name'), ...common };
   return paginate<PortalUserRow>({
     list: portalUserList(subjectId),
     query: portalUserListQuery(db, tenantId, subjectId),

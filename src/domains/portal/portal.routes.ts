@@ -27,8 +27,18 @@ const PortalUserSchema = z
 
 // Examples from the demo tenant (config/demo.tenant.json, config/demo.subjects.json: Lars Berg).
 const EXAMPLE_SUBJECT_ID = '48e18403-f60b-4395-aca2-2c64665b13ec';
-const selfUser = { id: 'f5022c3b-a990-4142-9408-cd3e0b089f2f', displayName: 'Lars Berg', email: 'lars.berg@example.org', inviteMethod: 'SelfAccess' };
-const thirdPartyUser = { id: '99383496-5caf-48a1-aa17-254e69c4c824', displayName: 'ingrid.berg@example.org', email: 'ingrid.berg@example.org', inviteMethod: 'ThirdParty' };
+const selfUser = {
+  id: 'f5022c3b-a990-4142-9408-cd3e0b089f2f',
+  displayName: 'Lars Berg',
+  email: 'lars.berg@example.org',
+  inviteMethod: 'SelfAccess',
+};
+const thirdPartyUser = {
+  id: '99383496-5caf-48a1-aa17-254e69c4c824',
+  displayName: 'ingrid.berg@example.org',
+  email: 'ingrid.berg@example.org',
+  inviteMethod: 'ThirdParty',
+};
 const notFound = { description: 'No subject has this id.', example: problemExample(404, 'No subject has this id.') };
 
 /** REST subject ids are UUIDs only (D7): anything else names no subject, so 404 after the permission check (D4). */
@@ -36,7 +46,9 @@ function restSubjectId(id: string): string {
   return isUuid(id) ? id : '00000000-0000-0000-0000-000000000000';
 }
 
-const subjectIdParam = z.object({ subjectId: z.string().meta({ description: 'The subject id (a UUID).', examples: [EXAMPLE_SUBJECT_ID] }) });
+const subjectIdParam = z.object({
+  subjectId: z.string().meta({ description: 'The subject id (a UUID).', examples: [EXAMPLE_SUBJECT_ID] }),
+});
 const tag = 'Subject portal';
 const conflict = {
   description: 'The portal is not configured, the access kind is not enabled, or the subject lacks a value an invitation requires.',
@@ -69,29 +81,35 @@ const listPortalUsers = defineRoute({
   respond: (data) => ({ status: 200, body: restCamelPage(data.subjectPortalUsers!, toRestPortalUser) }),
   responses: {
     200: {
-      description: 'A page of the subject\'s portal users, by e-mail (an empty page when the portal is not configured).',
+      description: "A page of the subject's portal users, by e-mail (an empty page when the portal is not configured).",
       schema: camelPageSchema(PortalUserSchema, 'SubjectPortalUser'),
       example: {
         pageInfo: {
           hasNextPage: false,
           hasPreviousPage: false,
-          startCursor: 'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwiaW5ncmlkLmJlcmdAZXhhbXBsZS5vcmciLCI5OTM4MzQ5Ni01Y2FmLTQ4YTEtYWExNy0yNTRlNjljNGM4MjQiXQ',
-          endCursor: 'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwibGFycy5iZXJnQGV4YW1wbGUub3JnIiwiZjUwMjJjM2ItYTk5MC00MTQyLTk0MDgtY2QzZTBiMDg5ZjJmIl0',
+          startCursor:
+            'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwiaW5ncmlkLmJlcmdAZXhhbXBsZS5vcmciLCI5OTM4MzQ5Ni01Y2FmLTQ4YTEtYWExNy0yNTRlNjljNGM4MjQiXQ',
+          endCursor:
+            'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwibGFycy5iZXJnQGV4YW1wbGUub3JnIiwiZjUwMjJjM2ItYTk5MC00MTQyLTk0MDgtY2QzZTBiMDg5ZjJmIl0',
           totalCount: 2,
         },
         edges: [
           {
-            cursor: 'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwiaW5ncmlkLmJlcmdAZXhhbXBsZS5vcmciLCI5OTM4MzQ5Ni01Y2FmLTQ4YTEtYWExNy0yNTRlNjljNGM4MjQiXQ',
+            cursor:
+              'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwiaW5ncmlkLmJlcmdAZXhhbXBsZS5vcmciLCI5OTM4MzQ5Ni01Y2FmLTQ4YTEtYWExNy0yNTRlNjljNGM4MjQiXQ',
             node: thirdPartyUser,
           },
           {
-            cursor: 'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwibGFycy5iZXJnQGV4YW1wbGUub3JnIiwiZjUwMjJjM2ItYTk5MC00MTQyLTk0MDgtY2QzZTBiMDg5ZjJmIl0',
+            cursor:
+              'WyJwb3J0YWxVc2VyfjQ4ZTE4NDAzLWY2MGItNDM5NS1hY2EyLTJjNjQ2NjViMTNlYyIsIkVtYWlsIiwibGFycy5iZXJnQGV4YW1wbGUub3JnIiwiZjUwMjJjM2ItYTk5MC00MTQyLTk0MDgtY2QzZTBiMDg5ZjJmIl0',
             node: selfUser,
           },
         ],
       },
     },
-    400: invalidParameter('One or more validation errors occurred.', { OrderDirection: ['OrderDirection must be Ascending or Descending.'] }),
+    400: invalidParameter('One or more validation errors occurred.', {
+      OrderDirection: ['OrderDirection must be Ascending or Descending.'],
+    }),
     404: notFound,
   },
 });
@@ -106,11 +124,10 @@ const invite = defineRoute({
   params: subjectIdParam,
   body: {
     required: false,
-    schema: z
-      .array(z.string())
-      .nullable()
-      .optional()
-      .meta({ id: 'InviteSubjectToPortalRequest', description: 'Third-party e-mail addresses. No body (or null): the subject itself is invited (self access).' }),
+    schema: z.array(z.string()).nullable().optional().meta({
+      id: 'InviteSubjectToPortalRequest',
+      description: 'Third-party e-mail addresses. No body (or null): the subject itself is invited (self access).',
+    }),
     example: ['ingrid.berg@example.org'],
   },
   operation: graphql(`
@@ -128,7 +145,10 @@ const invite = defineRoute({
       schema: z.array(PortalUserSchema),
       example: [thirdPartyUser],
     },
-    400: { description: 'The body is invalid.', example: problemExample(400, 'One or more validation errors occurred.', { '[0]': ["'ingrid.berg' is not a valid e-mail address."] }) },
+    400: {
+      description: 'The body is invalid.',
+      example: problemExample(400, 'One or more validation errors occurred.', { '[0]': ["'ingrid.berg' is not a valid e-mail address."] }),
+    },
     404: notFound,
     409: conflict,
   },
@@ -147,7 +167,8 @@ const removeAccess = defineRoute({
       .array(z.string())
       .optional()
       .meta({
-        description: 'Third-party users to remove (repeatable or comma-separated; unknown addresses are ignored). Absent: the self-access user is removed.',
+        description:
+          'Third-party users to remove (repeatable or comma-separated; unknown addresses are ignored). Absent: the self-access user is removed.',
         examples: [['ingrid.berg@example.org']],
       }),
   }),
@@ -156,11 +177,17 @@ const removeAccess = defineRoute({
       removeSubjectPortalAccess(input: $input) { portalUsers { ...RestPortalUser } }
     }
   `),
-  variables: ({ params, query }) => ({ input: { subjectId: restSubjectId(params.subjectId), thirdPartyUserEmails: query.thirdPartyUserEmails ?? null } }),
+  variables: ({ params, query }) => ({
+    input: { subjectId: restSubjectId(params.subjectId), thirdPartyUserEmails: query.thirdPartyUserEmails ?? null },
+  }),
   location: (path) => (path.startsWith('thirdPartyUserEmails') ? path : pascalLocation(path)), // documented lower case
   respond: (data) => ({ status: 200, body: data.removeSubjectPortalAccess!.portalUsers.map(toRestPortalUser) }),
   responses: {
-    200: { description: 'The portal users removed (their invitation mails not yet sent are cancelled).', schema: z.array(PortalUserSchema), example: [thirdPartyUser] },
+    200: {
+      description: 'The portal users removed (their invitation mails not yet sent are cancelled).',
+      schema: z.array(PortalUserSchema),
+      example: [thirdPartyUser],
+    },
     404: notFound,
     409: conflict,
   },

@@ -15,7 +15,9 @@ export const PortalUserRef = builder.objectRef<PortalUserRow>('PortalUser').impl
   description: 'A user with access to a subject through the subject portal (D9).',
   fields: (t) => ({
     id: t.exposeID('id'),
-    displayName: t.exposeString('display_name', { description: 'Self access: the subject\'s display name; third party: the e-mail address.' }),
+    displayName: t.exposeString('display_name', {
+      description: "Self access: the subject's display name; third party: the e-mail address.",
+    }),
     email: t.exposeString('email'),
     inviteMethod: t.exposeString('invite_method', { description: 'SelfAccess or ThirdParty.' }),
   }),
@@ -38,7 +40,13 @@ function portalUserOrder(orderBy: string | null | undefined): PortalUserOrder {
 async function portalUsersPage(ctx: Context, subjectId: string, args: PageArgs) {
   const order = portalUserOrder(args.orderBy);
   if (!(await portalConfig(ctx))) {
-    return paginateLoaded<PortalUserRow>({ list: portalUserList(subjectId), sortName: order, items: [], position: (u) => ({ v: u.email_key, i: u.id }), args });
+    return paginateLoaded<PortalUserRow>({
+      list: portalUserList(subjectId),
+      sortName: order,
+      items: [],
+      position: (u) => ({ v: u.email_key, i: u.id }),
+      args,
+    });
   }
   return pagePortalUsers(ctx.db, ctx.principal.tenantId, subjectId, order, args);
 }
@@ -71,12 +79,18 @@ const OutboxMailRef = builder.objectRef<MailOutboxRow>('OutboxMail').implement({
   description: 'One invitation mail in the outbox.',
   fields: (t) => ({
     id: t.exposeID('id'),
-    portalUserId: t.exposeID('portal_user_id', { nullable: true, description: 'The invited portal user (who may have been removed since).' }),
+    portalUserId: t.exposeID('portal_user_id', {
+      nullable: true,
+      description: 'The invited portal user (who may have been removed since).',
+    }),
     recipient: t.exposeString('recipient'),
     subject: t.exposeString('subject'),
     status: t.field({ type: MailStatusEnum, resolve: (m) => m.status }),
     attempts: t.exposeInt('attempts'),
-    messageId: t.exposeString('message_id', { nullable: true, description: 'Fixed by the first attempt; every later attempt sends the same.' }),
+    messageId: t.exposeString('message_id', {
+      nullable: true,
+      description: 'Fixed by the first attempt; every later attempt sends the same.',
+    }),
     lastError: t.exposeString('last_error', { nullable: true }),
     createdAt: t.string({ resolve: (m) => m.created_at.toISOString() }),
     lastAttemptAt: t.string({ nullable: true, resolve: (m) => m.last_attempt_at?.toISOString() ?? null }),
@@ -90,15 +104,31 @@ const OutboxMailConnection = builder.connectionObject({ type: OutboxMailRef, nam
 const stats = createContextCache((ctx: Context) => outboxStats(ctx.db, ctx.principal.tenantId));
 
 const MailOutboxRef = builder.objectRef<{ tenantId: string }>('MailOutbox').implement({
-  description: 'The tenant\'s invitation outbox: backlog, failures and dead letters (D9 operations).',
+  description: "The tenant's invitation outbox: backlog, failures and dead letters (D9 operations).",
   fields: (t) => ({
-    pending: t.int({ description: 'Mails not yet sent (queued or waiting for a retry).', resolve: async (_o, _a, ctx) => (await stats(ctx)).pending }),
-    retrying: t.int({ description: 'Pending mails that failed at least once.', resolve: async (_o, _a, ctx) => (await stats(ctx)).retrying }),
-    dead: t.int({ description: 'Dead letters: kept, never dropped; inviting the user again queues them again.', resolve: async (_o, _a, ctx) => (await stats(ctx)).dead }),
+    pending: t.int({
+      description: 'Mails not yet sent (queued or waiting for a retry).',
+      resolve: async (_o, _a, ctx) => (await stats(ctx)).pending,
+    }),
+    retrying: t.int({
+      description: 'Pending mails that failed at least once.',
+      resolve: async (_o, _a, ctx) => (await stats(ctx)).retrying,
+    }),
+    dead: t.int({
+      description: 'Dead letters: kept, never dropped; inviting the user again queues them again.',
+      resolve: async (_o, _a, ctx) => (await stats(ctx)).dead,
+    }),
     sent: t.int({ resolve: async (_o, _a, ctx) => (await stats(ctx)).sent }),
     cancelled: t.int({ resolve: async (_o, _a, ctx) => (await stats(ctx)).cancelled }),
-    oldestPendingAt: t.string({ nullable: true, resolve: async (_o, _a, ctx) => (await stats(ctx)).oldestPendingAt?.toISOString() ?? null }),
-    lastError: t.string({ nullable: true, description: 'The latest error of a mail still pending or dead.', resolve: async (_o, _a, ctx) => (await stats(ctx)).lastError }),
+    oldestPendingAt: t.string({
+      nullable: true,
+      resolve: async (_o, _a, ctx) => (await stats(ctx)).oldestPendingAt?.toISOString() ?? null,
+    }),
+    lastError: t.string({
+      nullable: true,
+      description: 'The latest error of a mail still pending or dead.',
+      resolve: async (_o, _a, ctx) => (await stats(ctx)).lastError,
+    }),
     lastErrorAt: t.string({ nullable: true, resolve: async (_o, _a, ctx) => (await stats(ctx)).lastErrorAt?.toISOString() ?? null }),
     messages: t.connection(
       {
@@ -107,7 +137,8 @@ const MailOutboxRef = builder.objectRef<{ tenantId: string }>('MailOutbox').impl
         description: 'The mails in queue order (orderBy: CreatedAt), of one status when given.',
         args: { status: t.arg({ type: MailStatusEnum }), ...orderArgs(t.arg) },
         resolve: (o, args, ctx) => {
-          if (args.orderBy && args.orderBy.toLowerCase() !== 'createdat') throw ValidationError.at('orderBy', `Unknown OrderBy '${args.orderBy}'. Use CreatedAt.`);
+          if (args.orderBy && args.orderBy.toLowerCase() !== 'createdat')
+            throw ValidationError.at('orderBy', `Unknown OrderBy '${args.orderBy}'. Use CreatedAt.`);
           return pageOutboxMails(ctx.db, o.tenantId, args.status as MailStatus | null | undefined, args);
         },
       },
@@ -122,7 +153,7 @@ builder.queryFields((t) => ({
       type: PortalUserRef,
       nullable: true,
       complexity: pageComplexity,
-      description: 'A subject\'s portal users, by e-mail (D9); the twin of GET subjectAccessUsers, needing only View:SubjectAccessInvite.',
+      description: "A subject's portal users, by e-mail (D9); the twin of GET subjectAccessUsers, needing only View:SubjectAccessInvite.",
       authScopes: { permission: 'View:SubjectAccessInvite' },
       args: { subjectId: t.arg.id({ required: true, description: 'The subject UUID (or its global id).' }), ...orderArgs(t.arg) },
       resolve: async (_root, args, ctx) => {
@@ -136,7 +167,7 @@ builder.queryFields((t) => ({
   mailOutbox: t.field({
     type: MailOutboxRef,
     nullable: true,
-    description: 'The tenant\'s invitation outbox (View:SubjectAccessInvite).',
+    description: "The tenant's invitation outbox (View:SubjectAccessInvite).",
     authScopes: { permission: 'View:SubjectAccessInvite' },
     resolve: (_root, _args, ctx) => ({ tenantId: ctx.principal.tenantId }),
   }),
@@ -154,7 +185,8 @@ interface PortalPayload {
 const portalAccessMutations = [
   {
     field: 'inviteSubjectToPortal',
-    description: 'Invites to the subject portal (Create:SubjectAccessInvite): without emails the subject itself (self access), with emails those third parties (D9).',
+    description:
+      'Invites to the subject portal (Create:SubjectAccessInvite): without emails the subject itself (self access), with emails those third parties (D9).',
     input: 'InviteSubjectToPortalInput',
     list: 'emails',
     listDescription: 'Third-party e-mail addresses; absent or null: self access.',
@@ -164,7 +196,8 @@ const portalAccessMutations = [
   },
   {
     field: 'removeSubjectPortalAccess',
-    description: 'Removes portal access (Delete:SubjectAccessInvite): those third-party users, or without thirdPartyUserEmails the self-access user (D9).',
+    description:
+      'Removes portal access (Delete:SubjectAccessInvite): those third-party users, or without thirdPartyUserEmails the self-access user (D9).',
     input: 'RemoveSubjectPortalAccessInput',
     list: 'thirdPartyUserEmails',
     listDescription: 'Third-party users to remove (unknown addresses are ignored); absent or null: the self-access user.',
@@ -202,4 +235,3 @@ for (const m of portalAccessMutations) {
     }),
   );
 }
-

@@ -51,8 +51,10 @@ async function lockSubject(trx: Db, tenantId: string, subjectId: string): Promis
 /** D9 409s: the portal is configured and the access kind the call needs is enabled. */
 function requireAccessKind(portal: PortalConfigRow | undefined, thirdParty: boolean): PortalConfigRow {
   if (!portal) throw new ConflictError('The subject portal is not configured for this tenant.');
-  if (thirdParty && !portal.third_party_access_enabled) throw new ConflictError('Third-party access to the subject portal is not enabled for this tenant.');
-  if (!thirdParty && !portal.self_access_enabled) throw new ConflictError('Self access to the subject portal is not enabled for this tenant.');
+  if (thirdParty && !portal.third_party_access_enabled)
+    throw new ConflictError('Third-party access to the subject portal is not enabled for this tenant.');
+  if (!thirdParty && !portal.self_access_enabled)
+    throw new ConflictError('Self access to the subject portal is not enabled for this tenant.');
   return portal;
 }
 
@@ -65,7 +67,13 @@ interface MailContext {
 function invitationMail(user: PortalUserRow, ctx: MailContext): NewMail {
   const rendered = renderInvitation(
     ctx.template,
-    invitationValues({ displayName: user.display_name, email: user.email, subjectName: ctx.subjectName, tenantName: ctx.tenantName, inviteMethod: user.invite_method }),
+    invitationValues({
+      displayName: user.display_name,
+      email: user.email,
+      subjectName: ctx.subjectName,
+      tenantName: ctx.tenantName,
+      inviteMethod: user.invite_method,
+    }),
   );
   return { portalUserId: user.id, recipient: user.email, ...rendered };
 }
@@ -107,7 +115,9 @@ export async function inviteToPortal(
     const portal = requireAccessKind(await loadPortalConfig(trx, tenantId), thirdParty);
     const missing = portal.invitation_field_keys.filter((k) => !hasValue(subject.values[k]));
     if (missing.length > 0) {
-      throw new ConflictError(`The subject has no value for ${missing.map((k) => `'${k}'`).join(', ')}, which an invitation requires (portal.invitationFieldKeys).`);
+      throw new ConflictError(
+        `The subject has no value for ${missing.map((k) => `'${k}'`).join(', ')}, which an invitation requires (portal.invitationFieldKeys).`,
+      );
     }
     const fields = await loadSubjectConfig(trx, tenantId);
     const mail: MailContext = {
@@ -115,11 +125,19 @@ export async function inviteToPortal(
       tenantName: await findTenantName(trx, tenantId),
       subjectName: subjectDisplayName(subject, portal, fields),
     };
-    return thirdParty ? inviteThirdParties(trx, tenantId, subject, emails, mail) : [await inviteSelf(trx, tenantId, subject, portal, fields, mail)];
+    return thirdParty
+      ? inviteThirdParties(trx, tenantId, subject, emails, mail)
+      : [await inviteSelf(trx, tenantId, subject, portal, fields, mail)];
   });
 }
 
-async function inviteThirdParties(trx: Db, tenantId: string, subject: SubjectRow, emails: readonly string[], mail: MailContext): Promise<PortalUserRow[]> {
+async function inviteThirdParties(
+  trx: Db,
+  tenantId: string,
+  subject: SubjectRow,
+  emails: readonly string[],
+  mail: MailContext,
+): Promise<PortalUserRow[]> {
   // One user per address, in the order first named, spelled as first named.
   const wanted = new Map<string, string>();
   for (const e of emails) if (!wanted.has(emailKey(e))) wanted.set(emailKey(e), e);
@@ -136,7 +154,11 @@ async function inviteThirdParties(trx: Db, tenantId: string, subject: SubjectRow
     }
     users.push(user);
   }
-  await reviveDeadMails(trx, tenantId, [...existing.values()].map((u) => u.id));
+  await reviveDeadMails(
+    trx,
+    tenantId,
+    [...existing.values()].map((u) => u.id),
+  );
   await enqueueMails(trx, tenantId, mails);
   return users;
 }
@@ -146,11 +168,20 @@ async function inviteThirdParties(trx: Db, tenantId: string, subject: SubjectRow
  * the subject's e-mail changed since an earlier invitation, the previous self-access user is replaced
  * (its unsent mail cancelled); a third-party user of the same address becomes the self-access user.
  */
-async function inviteSelf(trx: Db, tenantId: string, subject: SubjectRow, portal: PortalConfigRow, fields: SubjectConfig, mail: MailContext): Promise<PortalUserRow> {
+async function inviteSelf(
+  trx: Db,
+  tenantId: string,
+  subject: SubjectRow,
+  portal: PortalConfigRow,
+  fields: SubjectConfig,
+  mail: MailContext,
+): Promise<PortalUserRow> {
   const def = portal.email_field_key ? fields.byKey.get(portal.email_field_key) : undefined;
   const email = def ? firstText(def.dataType, subject.values[def.key])?.trim() : undefined;
   if (!email || !isEmail(email)) {
-    throw new ConflictError(`The subject has no valid e-mail address in its field '${portal.email_field_key ?? ''}' (portal.emailFieldKey), which self access requires.`);
+    throw new ConflictError(
+      `The subject has no valid e-mail address in its field '${portal.email_field_key ?? ''}' (portal.emailFieldKey), which self access requires.`,
+    );
   }
   const displayName = mail.subjectName;
   const [sameAddress] = await findPortalUsersByEmail(trx, tenantId, subject.id, [emailKey(email)]);
@@ -189,7 +220,11 @@ export async function removePortalAccess(
     const removed = thirdParty
       ? await deletePortalUsers(trx, tenantId, subject.id, 'ThirdParty', [...new Set(thirdPartyUserEmails.map(emailKey))])
       : await deletePortalUsers(trx, tenantId, subject.id, 'SelfAccess');
-    await cancelMails(trx, tenantId, removed.map((u) => u.id));
+    await cancelMails(
+      trx,
+      tenantId,
+      removed.map((u) => u.id),
+    );
     return removed.sort((a, b) => (a.email_key < b.email_key ? -1 : a.email_key > b.email_key ? 1 : 0));
   });
 }

@@ -20,26 +20,43 @@ export async function findStructureTypes(db: Db, tenantId: string, keys?: readon
   let q = db
     .selectFrom('structure_type as t')
     .leftJoin('structure_type_field as f', (j) => j.onRef('f.tenant_id', '=', 't.tenant_id').onRef('f.structure_type_key', '=', 't.key'))
-    .select(['t.tenant_id', 't.key', 't.name', 't.subject_assignable', 'f.key as fkey', 'f.name as fname', 'f.data_type', 'f.type_label', 'f.required'])
+    .select([
+      't.tenant_id',
+      't.key',
+      't.name',
+      't.subject_assignable',
+      'f.key as fkey',
+      'f.name as fname',
+      'f.data_type',
+      'f.type_label',
+      'f.required',
+    ])
     .where('t.tenant_id', '=', tenantId);
   if (keys) q = q.where('t.key', 'in', keys);
-  const rows = await q
-    .orderBy('t.key')
-    .orderBy('f.position')
-    .execute();
+  const rows = await q.orderBy('t.key').orderBy('f.position').execute();
   const byKey = new Map<string, StructureTypeWithFields>();
   for (const r of rows) {
     let t = byKey.get(r.key);
-    if (!t) byKey.set(r.key, (t = { tenant_id: r.tenant_id, key: r.key, name: r.name, subject_assignable: r.subject_assignable, fields: [] }));
+    if (!t)
+      byKey.set(r.key, (t = { tenant_id: r.tenant_id, key: r.key, name: r.name, subject_assignable: r.subject_assignable, fields: [] }));
     if (r.fkey !== null) {
-      t.fields.push({ key: r.fkey, name: r.fname!, dataType: r.data_type!, typeLabel: r.type_label!, required: r.required!, isArray: false });
+      t.fields.push({
+        key: r.fkey,
+        name: r.fname!,
+        dataType: r.data_type!,
+        typeLabel: r.type_label!,
+        required: r.required!,
+        isArray: false,
+      });
     }
   }
   return [...byKey.values()];
 }
 
 /** Every structure type of the tenant at `configVersion` (the principal's), loaded once per instance and version. */
-export const cachedStructureTypes = configVersionCache(async (db, tenantId) => new Map((await findStructureTypes(db, tenantId)).map((t) => [t.key, t])));
+export const cachedStructureTypes = configVersionCache(
+  async (db, tenantId) => new Map((await findStructureTypes(db, tenantId)).map((t) => [t.key, t])),
+);
 
 /** The data types a custom field key has across the tenant's structure types (for OrderBy). */
 export async function structureFieldTypes(db: Db, tenantId: string, fieldKey: string) {
@@ -70,7 +87,8 @@ export function entityListQuery(db: Db, tenantId: string, f: EntityFilters) {
     const assignable = f.subjectAssignable;
     q = q.where((eb) =>
       eb.exists(
-        eb.selectFrom('structure_type as t')
+        eb
+          .selectFrom('structure_type as t')
           .select(sql`1`.as('one'))
           .whereRef('t.tenant_id', '=', 'e.tenant_id')
           .whereRef('t.key', '=', 'e.structure_type_key')
@@ -87,7 +105,10 @@ export function entityListQuery(db: Db, tenantId: string, f: EntityFilters) {
 
 /** How many rows an `entityListQuery` has. */
 async function countRows(q: ReturnType<typeof entityListQuery>): Promise<number> {
-  const r = await q.clearSelect().select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+  const r = await q
+    .clearSelect()
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow();
   return Number(r.n);
 }
 
@@ -110,18 +131,32 @@ export function entitySortKey(order: { builtIn: BuiltInEntityOrder } | { field: 
   const id = { id: sql.ref('e.key'), idType: 'text' as const };
   if ('builtIn' in order) return { name: order.builtIn, ...BUILT_IN_COLUMNS[order.builtIn], ...id };
   const { field, dataType } = order;
-  return { name: field, value: jsonFieldSortExpr(sql.ref('e.custom_values'), field, dataType, false), type: sqlTypeOf(dataType), nullable: true, ...id };
+  return {
+    name: field,
+    value: jsonFieldSortExpr(sql.ref('e.custom_values'), field, dataType, false),
+    type: sqlTypeOf(dataType),
+    nullable: true,
+    ...id,
+  };
 }
 
 /** One page of the filtered entities in `sort` (an `entitySortKey`) order. */
-export async function pageEntities(db: Db, tenantId: string, filters: EntityFilters, sort: SortKey, args: PageArgs): Promise<Connection<StructuralEntityRow>> {
+export async function pageEntities(
+  db: Db,
+  tenantId: string,
+  filters: EntityFilters,
+  sort: SortKey,
+  args: PageArgs,
+): Promise<Connection<StructuralEntityRow>> {
   const query = entityListQuery(db, tenantId, filters);
   return paginate<StructuralEntityRow>({ list: 'structuralEntity', query, count: () => countRows(query), sort, args });
 }
 
 /** The entity of this key, locked FOR UPDATE for the caller's transaction (an upsert). */
 export async function lockEntityByKey(db: Db, tenantId: string, key: string): Promise<StructuralEntityRow | undefined> {
-  return (await db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).forUpdate().execute())[0];
+  return (
+    await db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).forUpdate().execute()
+  )[0];
 }
 
 /**
@@ -129,12 +164,20 @@ export async function lockEntityByKey(db: Db, tenantId: string, key: string): Pr
  * cannot be assigned to) waits for the caller's transaction, which assigns subjects to them (D8 409).
  */
 export async function shareLockEntitiesByKeys(db: Db, tenantId: string, keys: readonly string[]) {
-  return db.selectFrom('structural_entity').select(['id', 'key', 'structure_type_key']).where('tenant_id', '=', tenantId).where('key', 'in', keys).forShare().execute();
+  return db
+    .selectFrom('structural_entity')
+    .select(['id', 'key', 'structure_type_key'])
+    .where('tenant_id', '=', tenantId)
+    .where('key', 'in', keys)
+    .forShare()
+    .execute();
 }
 
 /** The ids of the entities of these keys (keys naming none are left out). */
 export async function findEntityIdsByKeys(db: Db, tenantId: string, keys: readonly string[]): Promise<string[]> {
-  return (await db.selectFrom('structural_entity').select('id').where('tenant_id', '=', tenantId).where('key', 'in', keys).execute()).map((r) => r.id);
+  return (await db.selectFrom('structural_entity').select('id').where('tenant_id', '=', tenantId).where('key', 'in', keys).execute()).map(
+    (r) => r.id,
+  );
 }
 
 /** Whether any subject is located at the entity (D8: its type must stay subject-assignable). */
@@ -157,7 +200,12 @@ export interface EntityWrite {
 }
 
 /** Inserts an entity under `parent` (null = at the top); its path follows from the parent's. */
-export async function insertEntity(db: Db, tenantId: string, e: EntityWrite, parent: StructuralEntityRow | null): Promise<StructuralEntityRow> {
+export async function insertEntity(
+  db: Db,
+  tenantId: string,
+  e: EntityWrite,
+  parent: StructuralEntityRow | null,
+): Promise<StructuralEntityRow> {
   return db
     .insertInto('structural_entity')
     .values({
@@ -192,7 +240,12 @@ export async function updateEntity(db: Db, tenantId: string, id: string, e: Enti
  * Moves `entity` under `parent` (null = top) with its whole subtree: each descendant's path keeps the
  * part from the entity down and gets the new prefix, in one UPDATE (depth is derived from the path).
  */
-export async function moveSubtree(db: Db, tenantId: string, entity: StructuralEntityRow, parent: StructuralEntityRow | null): Promise<void> {
+export async function moveSubtree(
+  db: Db,
+  tenantId: string,
+  entity: StructuralEntityRow,
+  parent: StructuralEntityRow | null,
+): Promise<void> {
   const prefix = parent ? [...parent.path, parent.id] : [];
   await db
     .updateTable('structural_entity')

@@ -3,7 +3,15 @@ import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestStructuralEntityFragment } from '../../generated/graphql.js';
 
-import { SentValueSchema, booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
+import {
+  SentValueSchema,
+  booleanQuery,
+  pageSchema,
+  pagingQuery,
+  pagingVariables,
+  restPage,
+  sentValues,
+} from '../../http/rest/envelopes.js';
 import { defineRoute } from '../../http/rest/route.js';
 import { documentedAs, invalidParameter, problemExample } from '../../http/openapi/documented.js';
 
@@ -89,9 +97,30 @@ const headcountLimit = (value: number) => ({
   Field: { Name: 'Headcount limit', Key: 'headcountLimit', Type: 'Integer', Required: false },
   Value: { $type: 'IntegerValue', DataType: 'Integer', Value: value, ValueText: String(value) },
 });
-export const exampleHeadOffice = { Key: 'hq', DisplayName: 'Head office', ParentKey: 'acme', Depth: 2, StructureType: departmentType, CustomFieldValues: [costCenter('CC-100')] };
-export const exampleSalesNorth = { Key: 'sales-north', DisplayName: 'Sales North', ParentKey: 'sales', Depth: 3, StructureType: departmentType, CustomFieldValues: [] };
-const exampleSales = { Key: 'sales', DisplayName: 'Sales', ParentKey: 'acme', Depth: 2, StructureType: departmentType, CustomFieldValues: [costCenter('CC-200'), headcountLimit(40)] };
+export const exampleHeadOffice = {
+  Key: 'hq',
+  DisplayName: 'Head office',
+  ParentKey: 'acme',
+  Depth: 2,
+  StructureType: departmentType,
+  CustomFieldValues: [costCenter('CC-100')],
+};
+export const exampleSalesNorth = {
+  Key: 'sales-north',
+  DisplayName: 'Sales North',
+  ParentKey: 'sales',
+  Depth: 3,
+  StructureType: departmentType,
+  CustomFieldValues: [],
+};
+const exampleSales = {
+  Key: 'sales',
+  DisplayName: 'Sales',
+  ParentKey: 'acme',
+  Depth: 2,
+  StructureType: departmentType,
+  CustomFieldValues: [costCenter('CC-200'), headcountLimit(40)],
+};
 const exampleSalesWest = {
   Key: 'sales-west',
   DisplayName: 'Sales West',
@@ -121,7 +150,10 @@ const listEntities = defineRoute({
       z.int32().optional().meta({ description: 'Only entities at this depth (1 at the top).' }),
     ),
     SearchTerm: z.string().optional().meta({ description: 'Search on the display name and key.' }),
-    SubjectAssignable: booleanQuery('SubjectAssignable', 'Only entities whose structure type is (true) or is not (false) subject-assignable.'),
+    SubjectAssignable: booleanQuery(
+      'SubjectAssignable',
+      'Only entities whose structure type is (true) or is not (false) subject-assignable.',
+    ),
     StructureTypeKey: z.string().optional().meta({ description: 'Only entities of this structure type.' }),
     ...pagingQuery,
   }),
@@ -211,7 +243,11 @@ const upsertEntity = defineRoute({
         DisplayName: z.string().nullable().optional().meta({ description: 'Required on create; absent keeps the value.' }),
         ParentKey: z.string().nullable().optional().meta({ description: 'Absent: unchanged; null: moved to the top.' }),
         StructureTypeKey: z.string().nullable().optional().meta({ description: 'Required on create; absent keeps the type.' }),
-        CustomFieldValues: z.array(SentValueSchema).nullable().optional().meta({ description: 'Sets the listed fields, keeps the others; a null value clears.' }),
+        CustomFieldValues: z
+          .array(SentValueSchema)
+          .nullable()
+          .optional()
+          .meta({ description: 'Sets the listed fields, keeps the others; a null value clears.' }),
       })
       .meta({ id: 'UpsertStructuralEntityRequest' }),
     example: {
@@ -249,7 +285,9 @@ const upsertEntity = defineRoute({
     201: { description: 'Created.', schema: RestStructuralEntitySchema, example: exampleSalesWest },
     400: {
       description: 'The body is invalid.',
-      example: problemExample(400, 'One or more validation errors occurred.', { 'CustomFieldValues[1].Value.Integer.Value': ['Expected a JSON integer.'] }),
+      example: problemExample(400, 'One or more validation errors occurred.', {
+        'CustomFieldValues[1].Value.Integer.Value': ['Expected a JSON integer.'],
+      }),
     },
     409: {
       description: 'The entity has subjects and its new structure type is not subject-assignable.',

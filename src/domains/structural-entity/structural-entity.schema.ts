@@ -87,7 +87,10 @@ const BUILT_IN_MEMORY_KEY: Record<BuiltInEntityOrder, (e: StructuralEntityRow) =
 };
 
 async function resolveEntityOrder(ctx: Context, orderBy: string | null | undefined): Promise<EntityOrder> {
-  const builtIn = (name: BuiltInEntityOrder): EntityOrder => ({ sort: entitySortKey({ builtIn: name }), memoryKey: BUILT_IN_MEMORY_KEY[name] });
+  const builtIn = (name: BuiltInEntityOrder): EntityOrder => ({
+    sort: entitySortKey({ builtIn: name }),
+    memoryKey: BUILT_IN_MEMORY_KEY[name],
+  });
   const name = orderBy ?? 'Key';
   const exact = BUILT_IN_ENTITY_ORDERS.find((k) => k === name);
   if (exact) return builtIn(exact);
@@ -159,7 +162,10 @@ const UpsertStructuralEntityInput = builder.inputType('UpsertStructuralEntityInp
     displayName: t.string({ description: 'Required on create; absent keeps the value.' }),
     parentKey: t.string({ description: 'Absent keeps the parent; null moves the entity to the top.' }),
     structureTypeKey: t.string({ description: 'Required on create; absent keeps the type.' }),
-    customFieldValues: t.field({ type: [CustomFieldValueInput], description: 'Sets the listed fields, keeps the others; a null value clears.' }),
+    customFieldValues: t.field({
+      type: [CustomFieldValueInput],
+      description: 'Sets the listed fields, keeps the others; a null value clears.',
+    }),
   }),
 });
 

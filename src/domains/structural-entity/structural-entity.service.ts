@@ -71,9 +71,13 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
 
   if (input.displayName !== undefined || !existing) {
     if (typeof input.displayName !== 'string' || input.displayName.trim() === '') errors.add(at('displayName'), 'DisplayName is required.');
-    else if (input.displayName.length > MAX_NAME_LENGTH) errors.add(at('displayName'), `DisplayName is longer than ${MAX_NAME_LENGTH} characters.`);
+    else if (input.displayName.length > MAX_NAME_LENGTH)
+      errors.add(at('displayName'), `DisplayName is longer than ${MAX_NAME_LENGTH} characters.`);
   }
-  if ((input.structureTypeKey !== undefined || !existing) && (typeof input.structureTypeKey !== 'string' || input.structureTypeKey === '')) {
+  if (
+    (input.structureTypeKey !== undefined || !existing) &&
+    (typeof input.structureTypeKey !== 'string' || input.structureTypeKey === '')
+  ) {
     errors.add(at('structureTypeKey'), 'StructureTypeKey is required.');
   }
   const typeKey = input.structureTypeKey ?? existing?.structure_type_key;
@@ -86,7 +90,10 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
     parent = (await findEntitiesByKeys(db, tenantId, [input.parentKey]))[0] ?? null;
     if (!parent) errors.add(at('parentKey'), `Unknown parent '${input.parentKey}'.`);
     else if (existing && (parent.id === existing.id || parent.path.map(String).includes(String(existing.id)))) {
-      errors.add(at('parentKey'), `'${input.parentKey}' is '${input.key}' itself or one of its descendants; an entity cannot be its own ancestor.`);
+      errors.add(
+        at('parentKey'),
+        `'${input.parentKey}' is '${input.key}' itself or one of its descendants; an entity cannot be its own ancestor.`,
+      );
     }
     move = existing !== undefined && existing.parent_key !== input.parentKey;
   } else if (input.parentKey === null) {
@@ -98,7 +105,10 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
     const fields = new Map<string, FieldDef>(type.fields.map((f) => [f.key, f]));
     // Values survive a type change only for fields of the same key and data type in the new type.
     const previous = existing?.custom_values ?? {};
-    const previousType = existing && existing.structure_type_key !== type.key ? (await findStructureTypes(db, tenantId, [existing.structure_type_key]))[0] : type;
+    const previousType =
+      existing && existing.structure_type_key !== type.key
+        ? (await findStructureTypes(db, tenantId, [existing.structure_type_key]))[0]
+        : type;
     for (const [k, v] of Object.entries(previous)) {
       const was = previousType?.fields.find((f) => f.key === k);
       const now = fields.get(k);

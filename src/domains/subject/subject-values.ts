@@ -20,7 +20,15 @@ export function valueRows(
     const list: Scalar[] = stored === undefined || stored === null ? [] : Array.isArray(stored) ? stored : [stored];
     const searchable = searchableKey(f);
     if (list.length === 0) {
-      rows.push({ tenant_id: tenantId, subject_id: subjectId, field_key: f.key, ordinal: 0, value_text: null, sort_key: sortKeyOf(f.dataType, undefined), searchable: false });
+      rows.push({
+        tenant_id: tenantId,
+        subject_id: subjectId,
+        field_key: f.key,
+        ordinal: 0,
+        value_text: null,
+        sort_key: sortKeyOf(f.dataType, undefined),
+        searchable: false,
+      });
     }
     list.forEach((v, i) => {
       rows.push({
@@ -77,5 +85,7 @@ export function firstText(type: DataTypeName, v: unknown): string | null {
  * configured order (a digest because the values can be longer than a btree entry may be).
  */
 export function matchingKeyOf(matchingKeys: readonly string[], values: Record<string, unknown>): string {
-  return createHash('sha256').update(JSON.stringify(matchingKeys.map((k) => values[k] ?? null))).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify(matchingKeys.map((k) => values[k] ?? null)))
+    .digest('hex');
 }

@@ -23,7 +23,14 @@ export async function loadSubjectConfig(db: Db, tenantId: string): Promise<Subje
     db.selectFrom('subject_field').selectAll().where('tenant_id', '=', tenantId).orderBy('position').execute(),
     db.selectFrom('tenant').select(['matching_field_keys', 'external_id_field_key']).where('id', '=', tenantId).executeTakeFirstOrThrow(),
   ]);
-  const defs = fields.map((f) => ({ key: f.key, name: f.name, dataType: f.data_type, typeLabel: f.type_label, required: f.required, isArray: f.is_array }));
+  const defs = fields.map((f) => ({
+    key: f.key,
+    name: f.name,
+    dataType: f.data_type,
+    typeLabel: f.type_label,
+    required: f.required,
+    isArray: f.is_array,
+  }));
   return {
     fields: defs,
     byKey: new Map(defs.map((f) => [f.key, f])),
@@ -54,13 +61,21 @@ export async function lockSubjectById(db: Db, tenantId: string, id: string): Pro
 
 /** The subject with these matching values (D7), locked FOR UPDATE for the caller's transaction. */
 export async function lockSubjectByMatchingKey(db: Db, tenantId: string, matchingKey: string): Promise<SubjectRow | undefined> {
-  return db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId).where('matching_key', '=', matchingKey).forUpdate().executeTakeFirst();
+  return db
+    .selectFrom('subject')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('matching_key', '=', matchingKey)
+    .forUpdate()
+    .executeTakeFirst();
 }
 
 /** The id of the tenant's subject with this UUID (compared in lower case), if there is one. */
 export async function findSubjectId(db: Db, tenantId: string, id: string): Promise<string | undefined> {
   if (!isUuid(id)) return undefined;
-  return (await db.selectFrom('subject').select('id').where('tenant_id', '=', tenantId).where('id', '=', id.toLowerCase()).executeTakeFirst())?.id;
+  return (
+    await db.selectFrom('subject').select('id').where('tenant_id', '=', tenantId).where('id', '=', id.toLowerCase()).executeTakeFirst()
+  )?.id;
 }
 
 /** The subjects whose first value of the field is `text` (usually one; a non-unique field may give more). */
@@ -106,12 +121,29 @@ export async function updateSubjectRow(db: Db, tenantId: string, id: string, s: 
 }
 
 /** Rewrites the index rows of subjects from their canonical values (one DELETE, batched INSERTs). */
-export async function writeSubjectValues(db: Db, tenantId: string, config: SubjectConfig, subjects: readonly Pick<SubjectRow, 'id' | 'values'>[]): Promise<void> {
+export async function writeSubjectValues(
+  db: Db,
+  tenantId: string,
+  config: SubjectConfig,
+  subjects: readonly Pick<SubjectRow, 'id' | 'values'>[],
+): Promise<void> {
   if (subjects.length === 0) return;
-  await db.deleteFrom('subject_value').where('tenant_id', '=', tenantId).where('subject_id', 'in', subjects.map((s) => s.id)).execute();
+  await db
+    .deleteFrom('subject_value')
+    .where('tenant_id', '=', tenantId)
+    .where(
+      'subject_id',
+      'in',
+      subjects.map((s) => s.id),
+    )
+    .execute();
   const searchable = (f: FieldDef) => f.dataType === 'String' || f.key === config.externalIdKey;
   const rows = subjects.flatMap((s) => valueRows(tenantId, s.id, config.fields, s.values, searchable, config.externalIdKey));
-  for (let i = 0; i < rows.length; i += 5000) await db.insertInto('subject_value').values(rows.slice(i, i + 5000)).execute();
+  for (let i = 0; i < rows.length; i += 5000)
+    await db
+      .insertInto('subject_value')
+      .values(rows.slice(i, i + 5000))
+      .execute();
 }
 
 /** A page of the tenant's subjects in id order after `afterId` (for batch jobs). */
@@ -125,7 +157,11 @@ export async function subjectsAfter(db: Db, tenantId: string, afterId: string | 
  * The locations of some subjects, and in the same statement the parents of those entities (rows with a
  * null `subject_id`): a page of subjects with `parent { ... }` costs no further query (issue 8).
  */
-export async function findLocations(db: Db, tenantId: string, subjectIds: readonly string[]): Promise<(StructuralEntityRow & { subject_id: string | null })[]> {
+export async function findLocations(
+  db: Db,
+  tenantId: string,
+  subjectIds: readonly string[],
+): Promise<(StructuralEntityRow & { subject_id: string | null })[]> {
   if (subjectIds.length === 0) return [];
   const located = db
     .selectFrom('subject_location as l')
@@ -197,8 +233,11 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
       keys.length === 0
         ? sql<SqlBool>`false`
         : eb.exists(
-            eb.selectFrom('subject_location as l')
-              .innerJoin('structural_entity as e', (j) => j.onRef('e.tenant_id', '=', 'l.tenant_id').onRef('e.id', '=', 'l.structural_entity_id'))
+            eb
+              .selectFrom('subject_location as l')
+              .innerJoin('structural_entity as e', (j) =>
+                j.onRef('e.tenant_id', '=', 'l.tenant_id').onRef('e.id', '=', 'l.structural_entity_id'),
+              )
               .select(sql`1`.as('one'))
               .whereRef('l.tenant_id', '=', 's.tenant_id')
               .whereRef('l.subject_id', '=', 's.id')
@@ -211,7 +250,8 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
     const conds = (eb: any): Expression<SqlBool>[] =>
       f.values!.map(({ key, texts }) =>
         eb.exists(
-          eb.selectFrom('subject_value as v')
+          eb
+            .selectFrom('subject_value as v')
             .select(sql`1`.as('one'))
             .whereRef('v.tenant_id', '=', 's.tenant_id')
             .whereRef('v.subject_id', '=', 's.id')
@@ -226,7 +266,8 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
     const term = f.searchTerm;
     q = q.where((eb) =>
       eb.exists(
-        eb.selectFrom('subject_value as v')
+        eb
+          .selectFrom('subject_value as v')
           .select(sql`1`.as('one'))
           .whereRef('v.tenant_id', '=', 's.tenant_id')
           .whereRef('v.subject_id', '=', 's.id')
@@ -296,7 +337,9 @@ export async function pageSubjects(
     relevance ? { ...filters, searchTerm: undefined } : byListKey ? { ...filters, values: undefined, match: undefined } : filters,
   ).selectAll('s');
   if (relevance) {
-    query = query.innerJoin(searchMatches(db, tenantId, filters.searchTerm!).as('m'), (j) => j.onRef('m.subject_id', '=', 's.id')) as unknown as typeof query;
+    query = query.innerJoin(searchMatches(db, tenantId, filters.searchTerm!).as('m'), (j) =>
+      j.onRef('m.subject_id', '=', 's.id'),
+    ) as unknown as typeof query;
   }
   if (byListKey) {
     const text = only!.texts[0]!;
@@ -308,7 +351,11 @@ export async function pageSubjects(
       .where('o.value_text', '=', text) as unknown as typeof query;
   } else if (orderField) {
     query = query.innerJoin('subject_value as o', (j) =>
-      j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', orderField).on('o.ordinal', '=', 0),
+      j
+        .onRef('o.tenant_id', '=', 's.tenant_id')
+        .onRef('o.subject_id', '=', 's.id')
+        .on('o.field_key', '=', orderField)
+        .on('o.ordinal', '=', 0),
     ) as unknown as typeof query;
   }
   // A relevance cursor fits only the term that produced it.
@@ -320,7 +367,11 @@ export async function pageSubjects(
   const unfiltered = !filters.entityKeys && !filters.values && !filters.searchTerm;
   const probeQuery =
     unfiltered && orderField
-      ? db.selectFrom('subject_value as o').where('o.tenant_id', '=', tenantId).where('o.field_key', '=', orderField).where('o.ordinal', '=', 0)
+      ? db
+          .selectFrom('subject_value as o')
+          .where('o.tenant_id', '=', tenantId)
+          .where('o.field_key', '=', orderField)
+          .where('o.ordinal', '=', 0)
       : undefined;
   return paginate<SubjectRow>({
     list,
@@ -347,7 +398,11 @@ export async function countSubjects(db: Db, tenantId: string, filters: SubjectFi
   const cached = counts.get(`${tenantId}|${dataVersion ?? (await readDataVersion(db, tenantId))}|${filterKey}`);
   if (cached !== undefined) return cached;
   const counted = subjectListQuery(db, tenantId, filters).select((eb) => eb.fn.countAll<string>().as('n'));
-  const row = await db.selectFrom('tenant').select(['data_version', counted.as('n')]).where('id', '=', tenantId).executeTakeFirstOrThrow();
+  const row = await db
+    .selectFrom('tenant')
+    .select(['data_version', counted.as('n')])
+    .where('id', '=', tenantId)
+    .executeTakeFirstOrThrow();
   const n = Number(row.n);
   counts.set(`${tenantId}|${row.data_version}|${filterKey}`, n);
   return n;

@@ -3,10 +3,23 @@ import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestSubjectFragment, RestSubjectWithLocationsFragment } from '../../generated/graphql.js';
 
-import { SentValueSchema, booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
+import {
+  SentValueSchema,
+  booleanQuery,
+  pageSchema,
+  pagingQuery,
+  pagingVariables,
+  restPage,
+  sentValues,
+} from '../../http/rest/envelopes.js';
 import { defineRoute, pascalLocation } from '../../http/rest/route.js';
 import { documentedAs, invalidParameter, problemExample } from '../../http/openapi/documented.js';
-import { RestStructuralEntitySchema, exampleHeadOffice, exampleSalesNorth, toRestEntity } from '../structural-entity/structural-entity.routes.js';
+import {
+  RestStructuralEntitySchema,
+  exampleHeadOffice,
+  exampleSalesNorth,
+  toRestEntity,
+} from '../structural-entity/structural-entity.routes.js';
 import { isUuid } from './subject.repository.js';
 
 graphql(`
@@ -45,14 +58,17 @@ function toRestSubjectById(s: RestSubjectWithLocationsFragment | null | undefine
 }
 
 const TypedValue = z
-  .object({ DataType: z.string().meta({ description: 'String, Integer, Decimal, Boolean, Date, Time, DateTime or UserIdentifier.' }), ValueText: z.string() })
+  .object({
+    DataType: z.string().meta({ description: 'String, Integer, Decimal, Boolean, Date, Time, DateTime or UserIdentifier.' }),
+    ValueText: z.string(),
+  })
   .meta({ id: 'SubjectValue', description: 'A stored value with its data type, as text.' });
 const SubjectFieldSchema = z
   .object({ Key: z.string(), Name: z.string(), Type: z.string(), Required: z.boolean(), IsArray: z.boolean() })
   .meta({ id: 'SubjectCustomField', description: 'A subject field of the tenant.' });
 const subjectShape = {
   Id: z.string().meta({ description: 'The subject id (a UUID).' }),
-  ExternalId: z.string().nullable().meta({ description: 'The value of the tenant\'s external id field.' }),
+  ExternalId: z.string().nullable().meta({ description: "The value of the tenant's external id field." }),
   CustomFieldValues: z.array(
     z
       .object({
@@ -64,7 +80,10 @@ const subjectShape = {
 };
 const RestSubjectSchema = z.object(subjectShape).meta({ id: 'Subject', description: 'A subject (D7), as listed.' });
 const RestSubjectByIdSchema = z
-  .object({ ...subjectShape, StructuralEntities: z.array(RestStructuralEntitySchema).meta({ description: 'The structural entities the subject is located at.' }) })
+  .object({
+    ...subjectShape,
+    StructuralEntities: z.array(RestStructuralEntitySchema).meta({ description: 'The structural entities the subject is located at.' }),
+  })
   .meta({ id: 'SubjectWithLocations', description: 'A subject (D7) with its locations, as answered by id.' });
 
 // Examples from the demo tenant (config/demo.tenant.json, config/demo.subjects.json).
@@ -140,18 +159,25 @@ const listSubjects = defineRoute({
   query: z.looseObject({
     StructuralEntityKeys: keyList.meta({ description: 'Subjects located at any of these (repeatable or comma-separated).' }),
     structuralEntityKey: keyList.meta({ description: 'Alias of StructuralEntityKeys.' }),
-    IncludeDescendants: booleanQuery('IncludeDescendants', 'Also subjects located below those structural entities (false when absent; present without a value: true).', { bare: true }),
-    SearchTerm: z.string().optional().meta({ description: 'Search on the subjects\' values; the answer is ordered by relevance unless OrderBy is given.' }),
+    IncludeDescendants: booleanQuery(
+      'IncludeDescendants',
+      'Also subjects located below those structural entities (false when absent; present without a value: true).',
+      { bare: true },
+    ),
+    SearchTerm: z
+      .string()
+      .optional()
+      .meta({ description: "Search on the subjects' values; the answer is ordered by relevance unless OrderBy is given." }),
     'customFieldValueFilter.match': documentedAs(
       z
         .string()
         .regex(/^(exactall|exactany)$/i, 'customFieldValueFilter.match must be ExactAll or ExactAny.')
         .transform((v) => (v.toLowerCase() === 'exactany' ? ('EXACT_ANY' as const) : ('EXACT_ALL' as const)))
         .optional(),
-      z
-        .enum(['ExactAll', 'ExactAny'])
-        .optional()
-        .meta({ description: 'ExactAll (default): every customFieldValueFilter.values entry must match; ExactAny: one suffices. The names are matched case-insensitively.' }),
+      z.enum(['ExactAll', 'ExactAny']).optional().meta({
+        description:
+          'ExactAll (default): every customFieldValueFilter.values entry must match; ExactAny: one suffices. The names are matched case-insensitively.',
+      }),
     ),
     ...pagingQuery,
   }),
@@ -183,14 +209,19 @@ const listSubjects = defineRoute({
       structuralEntityKeys: q.StructuralEntityKeys || q.structuralEntityKey ? keys : undefined,
       includeDescendants: q.IncludeDescendants,
       searchTerm: q.SearchTerm,
-      customFieldValueFilter: values.length > 0 || q['customFieldValueFilter.match'] ? { values, match: q['customFieldValueFilter.match'] } : undefined,
+      customFieldValueFilter:
+        values.length > 0 || q['customFieldValueFilter.match'] ? { values, match: q['customFieldValueFilter.match'] } : undefined,
       ...pagingVariables(q),
     };
   },
   location: subjectListLocation,
   respond: (data) => ({ status: 200, body: restPage(data.subjects!, toRestSubject) }),
   responses: {
-    200: { description: 'A page of subjects (without StructuralEntities).', schema: pageSchema(RestSubjectSchema, 'Subject'), example: exampleSubjectPage },
+    200: {
+      description: 'A page of subjects (without StructuralEntities).',
+      schema: pageSchema(RestSubjectSchema, 'Subject'),
+      example: exampleSubjectPage,
+    },
     400: invalidParameter('First must be an integer from 0 to 1000.', { First: ['First must be an integer from 0 to 1000.'] }),
   },
 });
@@ -208,7 +239,10 @@ const getSubject = defineRoute({
   `),
   variables: ({ params }) => ({ id: restSubjectId(params.subjectId) }),
   respond: (data) => ({ status: 200, body: toRestSubjectById(data.subject) }),
-  responses: { 200: { description: 'The subject with its structural entities.', schema: RestSubjectByIdSchema, example: exampleSubjectWithLocations }, 404: notFound },
+  responses: {
+    200: { description: 'The subject with its structural entities.', schema: RestSubjectByIdSchema, example: exampleSubjectWithLocations },
+    404: notFound,
+  },
 });
 
 const updateSubject = defineRoute({
@@ -223,10 +257,16 @@ const updateSubject = defineRoute({
     required: true,
     schema: z
       .object({
-        CustomFields: z.array(SentValueSchema).optional().meta({ description: 'The fields to set (required unless CustomFieldValues is given); the others keep their values.' }),
+        CustomFields: z
+          .array(SentValueSchema)
+          .optional()
+          .meta({ description: 'The fields to set (required unless CustomFieldValues is given); the others keep their values.' }),
         CustomFieldValues: z.array(SentValueSchema).optional().meta({ description: 'Alias of CustomFields.' }),
       })
-      .refine((b) => b.CustomFields !== undefined || b.CustomFieldValues !== undefined, { message: 'CustomFields is required.', path: ['CustomFields'] })
+      .refine((b) => b.CustomFields !== undefined || b.CustomFieldValues !== undefined, {
+        message: 'CustomFields is required.',
+        path: ['CustomFields'],
+      })
       .meta({ id: 'UpdateSubjectRequest' }),
     example: { CustomFields: [{ Key: 'email', Value: { String: { Value: 'lars.berg@example.org' } } }] },
   },
@@ -236,7 +276,9 @@ const updateSubject = defineRoute({
   variables: ({ params, body }) => ({
     input: {
       id: restSubjectId(params.subjectId),
-      ...(body.CustomFields !== undefined ? { customFields: sentValues(body.CustomFields) } : { customFieldValues: sentValues(body.CustomFieldValues ?? []) }),
+      ...(body.CustomFields !== undefined
+        ? { customFields: sentValues(body.CustomFields) }
+        : { customFieldValues: sentValues(body.CustomFieldValues ?? []) }),
     },
   }),
   respond: (data) => ({ status: 200, body: toRestSubjectById(data.updateSubject?.subject) }),
@@ -244,10 +286,15 @@ const updateSubject = defineRoute({
     200: { description: 'The updated subject (get-by-id shape).', schema: RestSubjectByIdSchema, example: exampleSubjectWithLocations },
     400: {
       description: 'The body is invalid.',
-      example: problemExample(400, 'One or more validation errors occurred.', { 'CustomFields[0].Value.Integer.Value': ['Expected a JSON integer.'] }),
+      example: problemExample(400, 'One or more validation errors occurred.', {
+        'CustomFields[0].Value.Integer.Value': ['Expected a JSON integer.'],
+      }),
     },
     404: notFound,
-    409: { description: 'Another subject has these matching values.', example: problemExample(409, 'Another subject already has these matching field values.') },
+    409: {
+      description: 'Another subject has these matching values.',
+      example: problemExample(409, 'Another subject already has these matching field values.'),
+    },
   },
 });
 
@@ -257,7 +304,10 @@ const UpsertResponseSchema = z
     externalId: z.string().nullable(),
     customFieldValues: z.array(
       z
-        .object({ customField: z.object({ id: z.string().meta({ description: 'The field key.' }) }), value: z.string().meta({ description: 'The value as text (one entry per value of an array field).' }) })
+        .object({
+          customField: z.object({ id: z.string().meta({ description: 'The field key.' }) }),
+          value: z.string().meta({ description: 'The value as text (one entry per value of an array field).' }),
+        })
         .meta({ id: 'UpsertSubjectResponseValue' }),
     ),
   })
@@ -278,12 +328,15 @@ const upsertSubject = defineRoute({
   operationId: 'upsertSubject',
   summary: 'Upsert subject',
   tag: 'Subjects',
-  permissions: 'Create:Subject (new); Edit:Subject (existing), plus Create:SubjectLocation and Delete:SubjectLocation with StructuralEntityKeys',
+  permissions:
+    'Create:Subject (new); Edit:Subject (existing), plus Create:SubjectLocation and Delete:SubjectLocation with StructuralEntityKeys',
   body: {
     required: true,
     schema: z
       .object({
-        CustomFieldValues: z.array(SentValueSchema).meta({ description: 'The subject is matched by the tenant\'s matching fields among these; the listed fields are set, the others kept.' }),
+        CustomFieldValues: z.array(SentValueSchema).meta({
+          description: "The subject is matched by the tenant's matching fields among these; the listed fields are set, the others kept.",
+        }),
         StructuralEntityKeys: z.array(z.string()).nullable().optional().meta({ description: 'Replaces the locations when given.' }),
       })
       .meta({ id: 'UpsertSubjectRequest' }),
@@ -302,7 +355,9 @@ const upsertSubject = defineRoute({
   variables: ({ body }) => ({
     input: {
       customFieldValues: sentValues(body.CustomFieldValues),
-      ...(body.StructuralEntityKeys !== undefined && body.StructuralEntityKeys !== null ? { structuralEntityKeys: body.StructuralEntityKeys } : {}),
+      ...(body.StructuralEntityKeys !== undefined && body.StructuralEntityKeys !== null
+        ? { structuralEntityKeys: body.StructuralEntityKeys }
+        : {}),
     },
   }),
   respond: (data) => {
@@ -312,7 +367,9 @@ const upsertSubject = defineRoute({
       body: {
         internalId: subject.subjectId,
         externalId: subject.externalId,
-        customFieldValues: subject.customFieldValues.flatMap((v) => v.values.map((x) => ({ customField: { id: v.field.key }, value: x.valueText }))),
+        customFieldValues: subject.customFieldValues.flatMap((v) =>
+          v.values.map((x) => ({ customField: { id: v.field.key }, value: x.valueText })),
+        ),
       },
     };
   },
@@ -321,7 +378,9 @@ const upsertSubject = defineRoute({
     201: { description: 'Created.', schema: UpsertResponseSchema, example: exampleUpsertAnswer },
     400: {
       description: 'The body is invalid.',
-      example: problemExample(400, 'One or more validation errors occurred.', { CustomFieldValues: ["The required field 'fullName' is missing."] }),
+      example: problemExample(400, 'One or more validation errors occurred.', {
+        CustomFieldValues: ["The required field 'fullName' is missing."],
+      }),
     },
     409: {
       description: 'Another subject has these matching values, or the tenant has no matching fields.',
@@ -340,7 +399,9 @@ const addLocations = defineRoute({
   params: subjectIdParam,
   body: {
     required: true,
-    schema: z.object({ Keys: z.array(z.string()).meta({ description: 'Structural entity keys to add (subject-assignable ones).' }) }).meta({ id: 'AddSubjectToLocationRequest' }),
+    schema: z
+      .object({ Keys: z.array(z.string()).meta({ description: 'Structural entity keys to add (subject-assignable ones).' }) })
+      .meta({ id: 'AddSubjectToLocationRequest' }),
     example: { Keys: ['sales-north'] },
   },
   operation: graphql(`
@@ -379,7 +440,10 @@ const removeLocations = defineRoute({
     // Absent keys answer 400 (after the subject is found, D7): documented as required.
     keys: documentedAs(
       z.array(z.string()).optional(),
-      z.array(z.string()).min(1).meta({ description: 'Structural entity keys to remove (repeatable or comma-separated).', examples: [['sales-north']] }),
+      z
+        .array(z.string())
+        .min(1)
+        .meta({ description: 'Structural entity keys to remove (repeatable or comma-separated).', examples: [['sales-north']] }),
     ),
   }),
   operation: graphql(`
@@ -392,7 +456,10 @@ const removeLocations = defineRoute({
   respond: (data) => ({ status: 200, body: toRestSubjectById(data.removeSubjectFromStructuralEntities?.subject) }),
   responses: {
     200: { description: 'The subject (get-by-id shape).', schema: RestSubjectByIdSchema, example: exampleSubjectWithLocations },
-    400: { description: 'The request is invalid, e.g. no key is given.', example: problemExample(400, 'At least one key is required.', { keys: ['At least one key is required.'] }) },
+    400: {
+      description: 'The request is invalid, e.g. no key is given.',
+      example: problemExample(400, 'At least one key is required.', { keys: ['At least one key is required.'] }),
+    },
     404: notFound,
   },
 });

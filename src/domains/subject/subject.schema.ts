@@ -24,7 +24,9 @@ import {
 import { addSubjectLocations, removeSubjectLocations, updateSubject, upsertSubject } from './subject.service.js';
 
 /** The tenant's subject fields, loaded once per request. */
-export const subjectConfig = createContextCache((ctx: Context) => cachedSubjectConfig(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion));
+export const subjectConfig = createContextCache((ctx: Context) =>
+  cachedSubjectConfig(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion),
+);
 
 /** Locations of every subject on the page in one query (D11: a fixed number of queries per page). */
 const locationsLoader = createContextCache(
@@ -76,14 +78,19 @@ async function subjectLocations(ctx: Context, subject: SubjectRow, args: PageArg
 
 SubjectRef.implement({
   fields: (t) => ({
-    subjectId: t.exposeString('id', { description: 'The service\'s subject identifier (UUID).' }),
+    subjectId: t.exposeString('id', { description: "The service's subject identifier (UUID)." }),
     externalId: t.exposeString('external_id', { nullable: true }),
     customFieldValues: t.field({
       type: [CustomFieldValueRef],
       resolve: async (s, _args, ctx) => customFieldValues((await subjectConfig(ctx)).fields, s.values),
     }),
     structuralEntities: t.connection(
-      { type: StructuralEntityRef, complexity: pageComplexity, args: orderArgs(t.arg), resolve: (s, args, ctx) => subjectLocations(ctx, s, args) },
+      {
+        type: StructuralEntityRef,
+        complexity: pageComplexity,
+        args: orderArgs(t.arg),
+        resolve: (s, args, ctx) => subjectLocations(ctx, s, args),
+      },
       StructuralEntityConnection,
     ),
   }),
@@ -96,7 +103,11 @@ const CustomFieldMatchEnum = builder.enumType('CustomFieldMatch', {
 const CustomFieldValueFilterInput = builder.inputType('CustomFieldValueFilterInput', {
   fields: (t) => ({
     values: t.field({
-      type: [builder.inputType('CustomFieldFilterValues', { fields: (f) => ({ key: f.string({ required: true }), values: f.stringList({ required: true }) }) })],
+      type: [
+        builder.inputType('CustomFieldFilterValues', {
+          fields: (f) => ({ key: f.string({ required: true }), values: f.stringList({ required: true }) }),
+        }),
+      ],
     }),
     match: t.field({ type: CustomFieldMatchEnum, description: 'EXACT_ALL (default): every key matches; EXACT_ANY: one does.' }),
   }),
@@ -106,7 +117,8 @@ export interface SubjectListInput {
   structuralEntityKeys?: readonly string[] | null | undefined;
   includeDescendants?: boolean | null | undefined;
   searchTerm?: string | null | undefined;
-  customFieldValueFilter?: { values?: readonly { key: string; values: readonly string[] }[] | null; match?: 'EXACT_ALL' | 'EXACT_ANY' | null } | null | undefined;
+  customFieldValueFilter?:
+    { values?: readonly { key: string; values: readonly string[] }[] | null; match?: 'EXACT_ALL' | 'EXACT_ANY' | null } | null | undefined;
 }
 
 /** D6 OrderBy for subjects; with a search term and no OrderBy, best match first. */
@@ -117,7 +129,8 @@ function subjectOrder(config: SubjectConfig, orderBy: string | null | undefined,
   const field = config.byKey.get(name);
   if (field) return { by: 'field', name, fieldKey: field.key };
   if (name.toLowerCase() === 'id') return { by: 'id' };
-  if (name.toLowerCase() === 'externalid' && config.externalIdKey) return { by: 'field', name: 'ExternalId', fieldKey: config.externalIdKey };
+  if (name.toLowerCase() === 'externalid' && config.externalIdKey)
+    return { by: 'field', name: 'ExternalId', fieldKey: config.externalIdKey };
   throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Id, ExternalId or a subject field key.`);
 }
 
@@ -199,7 +212,7 @@ builder.objectField(StructuralEntityRef, 'subjects', (t) =>
 const UpsertSubjectInput = builder.inputType('UpsertSubjectInput', {
   fields: (t) => ({
     customFieldValues: t.field({ type: [CustomFieldValueInput], required: true, description: 'Must hold the matching fields.' }),
-    structuralEntityKeys: t.stringList({ description: 'When given, replaces the subject\'s locations ([] removes all).' }),
+    structuralEntityKeys: t.stringList({ description: "When given, replaces the subject's locations ([] removes all)." }),
   }),
 });
 
@@ -234,8 +247,14 @@ builder.mutationFields((t) => ({
         type: builder.inputType('UpdateSubjectInput', {
           fields: (f) => ({
             id: f.id({ required: true }),
-            customFields: f.field({ type: [CustomFieldValueInput], description: 'The fields to set (this or customFieldValues is required).' }),
-            customFieldValues: f.field({ type: [CustomFieldValueInput], description: 'Alias of customFields, as the REST body accepts it.' }),
+            customFields: f.field({
+              type: [CustomFieldValueInput],
+              description: 'The fields to set (this or customFieldValues is required).',
+            }),
+            customFieldValues: f.field({
+              type: [CustomFieldValueInput],
+              description: 'Alias of customFields, as the REST body accepts it.',
+            }),
           }),
         }),
         required: true,

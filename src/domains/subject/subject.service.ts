@@ -30,7 +30,14 @@ export interface SentValue {
 const NOT_FOUND = 'No subject has this id.';
 
 /** Parses sent values against the tenant's subject fields, checking UserIdentifier values exist. */
-async function parseValues(db: Db, tenantId: string, config: SubjectConfig, items: readonly SentValue[], base: string, errors: ErrorCollector) {
+async function parseValues(
+  db: Db,
+  tenantId: string,
+  config: SubjectConfig,
+  items: readonly SentValue[],
+  base: string,
+  errors: ErrorCollector,
+) {
   const parsed = parseSentValues(items, config.byKey, base, errors);
   await reportUnknownUsers(db, tenantId, parsed.userRefs, errors);
   return parsed.values;
@@ -55,15 +62,24 @@ function identity(config: SubjectConfig, values: Record<string, unknown>) {
 }
 
 /** Entity ids for location keys; unknown or non-assignable keys are errors at `${base}[i]` (D7). */
-async function resolveLocationKeys(db: Db, tenantId: string, keys: readonly string[], base: string, errors: ErrorCollector): Promise<string[]> {
+async function resolveLocationKeys(
+  db: Db,
+  tenantId: string,
+  keys: readonly string[],
+  base: string,
+  errors: ErrorCollector,
+): Promise<string[]> {
   if (keys.length === 0) return [];
   const rows = await shareLockEntitiesByKeys(db, tenantId, keys);
   const byKey = new Map(rows.map((r) => [r.key, r]));
-  const types = new Map((await findStructureTypes(db, tenantId, [...new Set(rows.map((r) => r.structure_type_key))])).map((t) => [t.key, t]));
+  const types = new Map(
+    (await findStructureTypes(db, tenantId, [...new Set(rows.map((r) => r.structure_type_key))])).map((t) => [t.key, t]),
+  );
   keys.forEach((k, i) => {
     const e = byKey.get(k);
     if (!e) errors.add(`${base}[${i}]`, `Unknown structural entity '${k}'.`);
-    else if (!types.get(e.structure_type_key)?.subject_assignable) errors.add(`${base}[${i}]`, `Subjects cannot be assigned to '${k}' (its structure type is not subject-assignable).`);
+    else if (!types.get(e.structure_type_key)?.subject_assignable)
+      errors.add(`${base}[${i}]`, `Subjects cannot be assigned to '${k}' (its structure type is not subject-assignable).`);
   });
   return [...new Set(rows.map((r) => r.id))];
 }
@@ -88,7 +104,10 @@ export interface UpsertSubjectInput {
  * fields (and replacing locations when keys are given), or creates it. Concurrent upserts with the same
  * matching values create one subject: the insert yields to the unique constraint and the loser updates.
  */
-export async function upsertSubject(ctx: Pick<Context, 'db' | 'principal'>, input: UpsertSubjectInput): Promise<{ subject: SubjectRow; created: boolean }> {
+export async function upsertSubject(
+  ctx: Pick<Context, 'db' | 'principal'>,
+  input: UpsertSubjectInput,
+): Promise<{ subject: SubjectRow; created: boolean }> {
   const { db, principal } = ctx;
   const tenantId = principal.tenantId;
   const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
@@ -119,7 +138,9 @@ export async function upsertSubject(ctx: Pick<Context, 'db' | 'principal'>, inpu
       const missing = config.fields.filter((f) => f.required && !changes.has(f.key)).map((f) => f.key);
       for (const k of missing) errors.add('customFieldValues', `The required field '${k}' is missing.`);
     }
-    const entityIds = keysGiven ? await resolveLocationKeys(trx, tenantId, input.structuralEntityKeys!, 'structuralEntityKeys', errors) : [];
+    const entityIds = keysGiven
+      ? await resolveLocationKeys(trx, tenantId, input.structuralEntityKeys!, 'structuralEntityKeys', errors)
+      : [];
     errors.throwIfAny();
 
     let created = false;
@@ -181,7 +202,11 @@ export async function updateSubject(
 }
 
 /** PUT .../structuralEntities (D7): adds locations; any unknown or non-assignable key adds nothing. */
-export async function addSubjectLocations(ctx: Pick<Context, 'db' | 'principal'>, id: string, keys: readonly string[]): Promise<SubjectRow> {
+export async function addSubjectLocations(
+  ctx: Pick<Context, 'db' | 'principal'>,
+  id: string,
+  keys: readonly string[],
+): Promise<SubjectRow> {
   const { principal } = ctx;
   requirePermission(principal, 'Create:SubjectLocation');
   return inTransaction(ctx.db, async (trx) => {
@@ -197,7 +222,11 @@ export async function addSubjectLocations(ctx: Pick<Context, 'db' | 'principal'>
 }
 
 /** DELETE .../structuralEntities?keys= (D7): removes those locations; keys not among them are ignored. */
-export async function removeSubjectLocations(ctx: Pick<Context, 'db' | 'principal'>, id: string, keys: readonly string[]): Promise<SubjectRow> {
+export async function removeSubjectLocations(
+  ctx: Pick<Context, 'db' | 'principal'>,
+  id: string,
+  keys: readonly string[],
+): Promise<SubjectRow> {
   const { principal } = ctx;
   requirePermission(principal, 'Delete:SubjectLocation');
   return inTransaction(ctx.db, async (trx) => {

@@ -34,14 +34,30 @@ export async function listKeys(db: Db, tenantId: string, table: KeyedTable): Pro
 
 /** What subject indexing reads of a tenant: its fields (by key) and its matching and ExternalId fields. */
 export async function readSubjectIndexConfig(db: Db, tenantId: string) {
-  const fields = await db.selectFrom('subject_field').select(['key', 'data_type', 'is_array']).where('tenant_id', '=', tenantId).orderBy('key').execute();
-  const tenant = await db.selectFrom('tenant').select(['matching_field_keys', 'external_id_field_key']).where('id', '=', tenantId).executeTakeFirstOrThrow();
+  const fields = await db
+    .selectFrom('subject_field')
+    .select(['key', 'data_type', 'is_array'])
+    .where('tenant_id', '=', tenantId)
+    .orderBy('key')
+    .execute();
+  const tenant = await db
+    .selectFrom('tenant')
+    .select(['matching_field_keys', 'external_id_field_key'])
+    .where('id', '=', tenantId)
+    .executeTakeFirstOrThrow();
   return { fields, tenant };
 }
 
 /** Whether some subject holds a (non-null) value of the field. */
 export async function subjectFieldHasValues(db: Db, tenantId: string, fieldKey: string): Promise<boolean> {
-  const r = await db.selectFrom('subject_value').select('ordinal').where('tenant_id', '=', tenantId).where('field_key', '=', fieldKey).where('value_text', 'is not', null).limit(1).execute();
+  const r = await db
+    .selectFrom('subject_value')
+    .select('ordinal')
+    .where('tenant_id', '=', tenantId)
+    .where('field_key', '=', fieldKey)
+    .where('value_text', 'is not', null)
+    .limit(1)
+    .execute();
   return r.length > 0;
 }
 
@@ -55,7 +71,12 @@ export async function upsertTenant(
 ): Promise<string> {
   const row = await db
     .insertInto('tenant')
-    .values({ key: t.key, name: t.name, matching_field_keys: t.matchingFieldKeys ?? [], external_id_field_key: t.externalIdFieldKey ?? null })
+    .values({
+      key: t.key,
+      name: t.name,
+      matching_field_keys: t.matchingFieldKeys ?? [],
+      external_id_field_key: t.externalIdFieldKey ?? null,
+    })
     .onConflict((oc) =>
       oc.column('key').doUpdateSet((eb) => ({
         name: eb.ref('excluded.name'),
@@ -72,7 +93,14 @@ export async function upsertTenant(
 
 /** The stored secret hash of a client, if the client exists. */
 export async function findClientSecretHash(db: Db, tenantId: string, clientId: string): Promise<string | undefined> {
-  return (await db.selectFrom('client').select('secret_hash').where('tenant_id', '=', tenantId).where('client_id', '=', clientId).executeTakeFirst())?.secret_hash;
+  return (
+    await db
+      .selectFrom('client')
+      .select('secret_hash')
+      .where('tenant_id', '=', tenantId)
+      .where('client_id', '=', clientId)
+      .executeTakeFirst()
+  )?.secret_hash;
 }
 
 export async function upsertClient(db: Db, tenantId: string, c: TenantRow<ClientTable>): Promise<void> {
@@ -108,7 +136,12 @@ export async function upsertSubjectField(db: Db, tenantId: string, f: TenantRow<
 
 /** The stored custom fields of a structure type, with their data types. */
 export async function findStructureTypeFields(db: Db, tenantId: string, structureTypeKey: string) {
-  return db.selectFrom('structure_type_field').select(['key', 'data_type']).where('tenant_id', '=', tenantId).where('structure_type_key', '=', structureTypeKey).execute();
+  return db
+    .selectFrom('structure_type_field')
+    .select(['key', 'data_type'])
+    .where('tenant_id', '=', tenantId)
+    .where('structure_type_key', '=', structureTypeKey)
+    .execute();
 }
 
 /** Whether some entity of the structure type holds a value of the custom field. */
@@ -128,7 +161,11 @@ export async function upsertStructureType(db: Db, tenantId: string, st: TenantRo
   await db
     .insertInto('structure_type')
     .values({ tenant_id: tenantId, ...st })
-    .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({ name: eb.ref('excluded.name'), subject_assignable: eb.ref('excluded.subject_assignable') })))
+    .onConflict((oc) =>
+      oc
+        .columns(['tenant_id', 'key'])
+        .doUpdateSet((eb) => ({ name: eb.ref('excluded.name'), subject_assignable: eb.ref('excluded.subject_assignable') })),
+    )
     .execute();
 }
 
@@ -139,7 +176,11 @@ export async function replaceStructureTypeFields(
   structureTypeKey: string,
   fields: readonly Omit<TenantRow<StructureTypeFieldTable>, 'structure_type_key'>[],
 ): Promise<void> {
-  await db.deleteFrom('structure_type_field').where('tenant_id', '=', tenantId).where('structure_type_key', '=', structureTypeKey).execute();
+  await db
+    .deleteFrom('structure_type_field')
+    .where('tenant_id', '=', tenantId)
+    .where('structure_type_key', '=', structureTypeKey)
+    .execute();
   if (fields.length > 0) {
     await db
       .insertInto('structure_type_field')
@@ -149,7 +190,12 @@ export async function replaceStructureTypeFields(
 }
 
 /** Removes, from every entity of the structure type, the custom values of fields not in `keepKeys`. */
-export async function pruneEntityCustomValues(db: Db, tenantId: string, structureTypeKey: string, keepKeys: readonly string[]): Promise<void> {
+export async function pruneEntityCustomValues(
+  db: Db,
+  tenantId: string,
+  structureTypeKey: string,
+  keepKeys: readonly string[],
+): Promise<void> {
   await db
     .updateTable('structural_entity')
     .set({
@@ -165,7 +211,11 @@ export async function upsertUser(db: Db, tenantId: string, u: TenantRow<AppUserT
     .insertInto('app_user')
     .values({ tenant_id: tenantId, ...u })
     .onConflict((oc) =>
-      oc.columns(['tenant_id', 'id']).doUpdateSet((eb) => ({ display_name: eb.ref('excluded.display_name'), email: eb.ref('excluded.email'), active: eb.ref('excluded.active') })),
+      oc.columns(['tenant_id', 'id']).doUpdateSet((eb) => ({
+        display_name: eb.ref('excluded.display_name'),
+        email: eb.ref('excluded.email'),
+        active: eb.ref('excluded.active'),
+      })),
     )
     .execute();
 }
@@ -173,7 +223,12 @@ export async function upsertUser(db: Db, tenantId: string, u: TenantRow<AppUserT
 /** The ids of the tenant's entities with these keys, by key (no query for no keys). */
 export async function entityIdsByKey(db: Db, tenantId: string, keys: readonly string[]): Promise<Map<string, string>> {
   if (keys.length === 0) return new Map();
-  const rows = await db.selectFrom('structural_entity').select(['key', 'id']).where('tenant_id', '=', tenantId).where('key', 'in', keys).execute();
+  const rows = await db
+    .selectFrom('structural_entity')
+    .select(['key', 'id'])
+    .where('tenant_id', '=', tenantId)
+    .where('key', 'in', keys)
+    .execute();
   return new Map(rows.map((r) => [r.key, r.id]));
 }
 
@@ -200,7 +255,10 @@ export async function replaceGroupEntities(db: Db, tenantId: string, groupKey: s
 export async function replaceUserGroups(db: Db, tenantId: string, userId: string, groupKeys: readonly string[]): Promise<void> {
   await db.deleteFrom('app_user_group').where('tenant_id', '=', tenantId).where('user_id', '=', userId).execute();
   if (groupKeys.length > 0) {
-    await db.insertInto('app_user_group').values(groupKeys.map((k) => ({ tenant_id: tenantId, user_id: userId, group_key: k }))).execute();
+    await db
+      .insertInto('app_user_group')
+      .values(groupKeys.map((k) => ({ tenant_id: tenantId, user_id: userId, group_key: k })))
+      .execute();
   }
 }
 
@@ -226,7 +284,14 @@ export async function findDataSourceConnection(db: Db, tenantId: string, sourceK
 
 /** The stored sealed client secret of a data source (`null`: none; `undefined`: no such source). */
 export async function findSealedClientSecret(db: Db, tenantId: string, sourceKey: string): Promise<string | null | undefined> {
-  return (await db.selectFrom('data_source').select('client_secret_enc').where('tenant_id', '=', tenantId).where('key', '=', sourceKey).executeTakeFirst())?.client_secret_enc;
+  return (
+    await db
+      .selectFrom('data_source')
+      .select('client_secret_enc')
+      .where('tenant_id', '=', tenantId)
+      .where('key', '=', sourceKey)
+      .executeTakeFirst()
+  )?.client_secret_enc;
 }
 
 /** Inserts or overwrites a data source. */
@@ -241,7 +306,12 @@ export async function upsertDataSource(db: Db, tenantId: string, d: TenantRow<Da
 
 /** What a data extract asks its source, if it exists. */
 export async function findDataExtract(db: Db, tenantId: string, extractKey: string) {
-  return db.selectFrom('data_extract').select(['data_source_key', 'options']).where('tenant_id', '=', tenantId).where('key', '=', extractKey).executeTakeFirst();
+  return db
+    .selectFrom('data_extract')
+    .select(['data_source_key', 'options'])
+    .where('tenant_id', '=', tenantId)
+    .where('key', '=', extractKey)
+    .executeTakeFirst();
 }
 
 /** Inserts or overwrites a data extract (its cache epoch is kept). */

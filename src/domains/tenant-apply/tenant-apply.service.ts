@@ -7,7 +7,15 @@ import type { SecretBox } from '../data/secret-box.js';
 import { invalidateExtract } from '../data/data-cache.invalidation.js';
 import { upsertStructuralEntity } from '../structural-entity/structural-entity.service.js';
 import { reindexSubjects } from '../subject/subject.service.js';
-import { type KnownKeys, type TenantConfig, type TenantFile, fileRules, jsonPath, referenceRules, tenantFileSchema } from './tenant-file.js';
+import {
+  type KnownKeys,
+  type TenantConfig,
+  type TenantFile,
+  fileRules,
+  jsonPath,
+  referenceRules,
+  tenantFileSchema,
+} from './tenant-file.js';
 import {
   type KeyedTable,
   entitiesHoldCustomValue,
@@ -73,7 +81,14 @@ export function parseTenantFile(doc: unknown): TenantFile {
 /** The keys a tenant already has (none for a new tenant): a file may refer to them without defining them. */
 async function knownKeys(db: Db, tenantKey: unknown): Promise<KnownKeys> {
   const tenantId = typeof tenantKey === 'string' ? await findTenantId(db, tenantKey) : undefined;
-  if (!tenantId) return { subjectFields: new Set(), structureTypes: new Set(), structuralEntities: new Set(), groups: new Set(), dataSources: new Set() };
+  if (!tenantId)
+    return {
+      subjectFields: new Set(),
+      structureTypes: new Set(),
+      structuralEntities: new Set(),
+      groups: new Set(),
+      dataSources: new Set(),
+    };
   const keys = async (table: KeyedTable) => new Set(await listKeys(db, tenantId, table));
   return {
     subjectFields: await keys('subject_field'),
@@ -91,7 +106,10 @@ async function knownKeys(db: Db, tenantKey: unknown): Promise<KnownKeys> {
  */
 export async function validateTenantFile(db: Db, doc: unknown): Promise<{ file: TenantFile | undefined; problems: Problem[] }> {
   const { file, problems } = shapeProblems(doc);
-  const tenants = typeof doc === 'object' && doc !== null && Array.isArray((doc as { tenants?: unknown }).tenants) ? (doc as { tenants: unknown[] }).tenants : [];
+  const tenants =
+    typeof doc === 'object' && doc !== null && Array.isArray((doc as { tenants?: unknown }).tenants)
+      ? (doc as { tenants: unknown[] }).tenants
+      : [];
   for (const [ti, t] of tenants.entries()) {
     const known = await knownKeys(db, typeof t === 'object' && t !== null ? (t as { key?: unknown }).key : undefined);
     for (const issue of referenceRules(t, ti, known)) problems.push({ path: jsonPath(issue.path), message: issue.message });
@@ -119,7 +137,10 @@ export async function applyTenantFile(db: Db, secrets: SecretBox, doc: unknown):
 /** What subject indexing depends on: field keys and types, matching fields, the ExternalId field. */
 async function subjectConfigSignature(db: Db, tenantId: string) {
   const { fields, tenant: t } = await readSubjectIndexConfig(db, tenantId);
-  return { fields: new Map(fields.map((f) => [f.key, f])), signature: JSON.stringify([fields, t.matching_field_keys, t.external_id_field_key]) };
+  return {
+    fields: new Map(fields.map((f) => [f.key, f])),
+    signature: JSON.stringify([fields, t.matching_field_keys, t.external_id_field_key]),
+  };
 }
 
 async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: string): Promise<void> {
@@ -130,12 +151,20 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
   const previousId = await findTenantId(db, t.key);
   const before = previousId ? await subjectConfigSignature(db, previousId) : { fields: new Map(), signature: '' };
   // Matching fields or an ExternalId field the file leaves out keep their stored values.
-  const tenantId = await upsertTenant(db, { key: t.key, name: t.name, matchingFieldKeys: t.matchingFieldKeys, externalIdFieldKey: t.externalIdFieldKey });
+  const tenantId = await upsertTenant(db, {
+    key: t.key,
+    name: t.name,
+    matchingFieldKeys: t.matchingFieldKeys,
+    externalIdFieldKey: t.externalIdFieldKey,
+  });
 
   for (const c of t.clients) {
     const existingHash = await findClientSecretHash(db, tenantId, c.clientId);
     const secretHash =
-      c.clientSecretHash ?? (existingHash !== undefined && (await verifySecret(c.clientSecret!, existingHash)) ? existingHash : await hashSecret(c.clientSecret!));
+      c.clientSecretHash ??
+      (existingHash !== undefined && (await verifySecret(c.clientSecret!, existingHash))
+        ? existingHash
+        : await hashSecret(c.clientSecret!));
     await upsertClient(db, tenantId, { client_id: c.clientId, secret_hash: secretHash, scopes: c.scopes, permissions: c.permissions });
   }
 
@@ -162,7 +191,9 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
     } catch (e) {
       if (!(e instanceof ConflictError)) throw e;
       // The transaction is aborted on PostgreSQL: stop here, the apply rolls back.
-      throw new TenantConfigError([{ path: `${at}.matchingFieldKeys`, message: 'two existing subjects would share the same matching values' }]);
+      throw new TenantConfigError([
+        { path: `${at}.matchingFieldKeys`, message: 'two existing subjects would share the same matching values' },
+      ]);
     }
   }
 
@@ -182,9 +213,21 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
       db,
       tenantId,
       st.key,
-      st.customFields.map((f, i) => ({ key: f.key, name: f.name, data_type: f.dataType, type_label: f.type ?? f.dataType, required: f.required, position: i })),
+      st.customFields.map((f, i) => ({
+        key: f.key,
+        name: f.name,
+        data_type: f.dataType,
+        type_label: f.type ?? f.dataType,
+        required: f.required,
+        position: i,
+      })),
     );
-    await pruneEntityCustomValues(db, tenantId, st.key, st.customFields.map((f) => f.key));
+    await pruneEntityCustomValues(
+      db,
+      tenantId,
+      st.key,
+      st.customFields.map((f) => f.key),
+    );
   }
 
   // Users before structural entities: an entity's UserIdentifier value may name a user of the file.
@@ -212,7 +255,13 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
     try {
       await upsertStructuralEntity(
         { db, principal: { tenantId } },
-        { key: e.key, displayName: e.displayName, structureTypeKey: e.structureTypeKey, ...(e.parentKey !== undefined ? { parentKey: e.parentKey } : {}), customFieldValues: e.customFieldValues ?? [] },
+        {
+          key: e.key,
+          displayName: e.displayName,
+          structureTypeKey: e.structureTypeKey,
+          ...(e.parentKey !== undefined ? { parentKey: e.parentKey } : {}),
+          customFieldValues: e.customFieldValues ?? [],
+        },
         { pathPrefix: `${at}.structuralEntities[${i}].` },
       );
     } catch (err) {
@@ -247,7 +296,13 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
   const changedSources = new Set<string>();
   for (const d of t.dataSources) {
     const before = await findDataSourceConnection(db, tenantId, d.key);
-    const after = { get_data_points_url: d.getDataPointsUrl, token_url: d.tokenUrl ?? null, client_id: d.clientId ?? null, scope: d.scope ?? null, subject_identifier: d.subjectIdentifier };
+    const after = {
+      get_data_points_url: d.getDataPointsUrl,
+      token_url: d.tokenUrl ?? null,
+      client_id: d.clientId ?? null,
+      scope: d.scope ?? null,
+      subject_identifier: d.subjectIdentifier,
+    };
     if (before && !isDeepStrictEqual(before, after)) changedSources.add(d.key);
     await upsertDataSource(db, tenantId, {
       key: d.key,
@@ -263,7 +318,12 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
   }
   for (const x of t.dataExtracts) {
     const before = await findDataExtract(db, tenantId, x.key);
-    if (before && (before.data_source_key !== x.dataSourceKey || !isDeepStrictEqual(before.options, x.options) || changedSources.has(before.data_source_key))) {
+    if (
+      before &&
+      (before.data_source_key !== x.dataSourceKey ||
+        !isDeepStrictEqual(before.options, x.options) ||
+        changedSources.has(before.data_source_key))
+    ) {
       // The cached sets answered another question: stale (served only if the provider fails) and
       // re-fetched, on every instance (P37).
       await invalidateExtract(db, tenantId, x.key);
@@ -282,4 +342,3 @@ async function sealedSecret(db: Db, secrets: SecretBox, tenantId: string, source
   }
   return secrets.seal(secret);
 }
-

@@ -24,7 +24,10 @@ const client = z
   .strictObject({
     clientId: z.string().min(1).max(200),
     clientSecret: z.string().min(8, 'must be at least 8 characters').optional(),
-    clientSecretHash: z.string().refine(isSecretHash, 'must be a scrypt$N$r$p$salt$hash string (N a power of two, 1024 to 2^20)').optional(),
+    clientSecretHash: z
+      .string()
+      .refine(isSecretHash, 'must be a scrypt$N$r$p$salt$hash string (N a power of two, 1024 to 2^20)')
+      .optional(),
     scopes: z.array(z.enum(SCOPES)).min(1),
     permissions: z.array(z.union([z.enum(PERMISSIONS), z.literal('*')])),
   })
@@ -43,7 +46,10 @@ const template = z
   .min(1, 'must not be empty')
   .superRefine((t, ctx) => {
     for (const name of unknownPlaceholders(t)) {
-      ctx.addIssue({ code: 'custom', message: `unknown placeholder {${name}}; use ${INVITATION_PLACEHOLDERS.map((p) => `{${p}}`).join(', ')}` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `unknown placeholder {${name}}; use ${INVITATION_PLACEHOLDERS.map((p) => `{${p}}`).join(', ')}`,
+      });
     }
   });
 
@@ -55,7 +61,14 @@ const tenant = z.strictObject({
   matchingFieldKeys: z.array(key).min(1, 'at least one matching field identifies a subject').optional(),
   externalIdFieldKey: key.optional(),
   structureTypes: z
-    .array(z.strictObject({ key, name: z.string().min(1), subjectAssignable: z.boolean().default(true), customFields: z.array(structureField).default([]) }))
+    .array(
+      z.strictObject({
+        key,
+        name: z.string().min(1),
+        subjectAssignable: z.boolean().default(true),
+        customFields: z.array(structureField).default([]),
+      }),
+    )
     .default([]),
   structuralEntities: z
     .array(
@@ -182,7 +195,12 @@ export function referenceRules(t: unknown, ti: number, known: KnownKeys): FileIs
   const out: FileIssue[] = [];
   const at = (...p: (string | number)[]) => ['tenants', ti, ...p];
   const keys = (section: string, keyName: string, stored: ReadonlySet<string>) =>
-    new Set([...stored, ...list(prop(t, section)).map((x) => text(prop(x, keyName))).filter((k): k is string => k !== undefined)]);
+    new Set([
+      ...stored,
+      ...list(prop(t, section))
+        .map((x) => text(prop(x, keyName)))
+        .filter((k): k is string => k !== undefined),
+    ]);
   const fields = keys('subjectFields', 'key', known.subjectFields);
   const types = keys('structureTypes', 'key', known.structureTypes);
   const entities = keys('structuralEntities', 'key', known.structuralEntities);
@@ -226,24 +244,30 @@ export function referenceRules(t: unknown, ti: number, known: KnownKeys): FileIs
   fileEntities.forEach((_, i) => visit(i));
 
   list(prop(t, 'groups')).forEach((g, gi) =>
-    list(prop(g, 'structuralEntityKeys')).forEach((k, i) => check(k, entities, 'structural entity', 'groups', gi, 'structuralEntityKeys', i)),
+    list(prop(g, 'structuralEntityKeys')).forEach((k, i) =>
+      check(k, entities, 'structural entity', 'groups', gi, 'structuralEntityKeys', i),
+    ),
   );
-  list(prop(t, 'users')).forEach((u, ui) => list(prop(u, 'groupKeys')).forEach((k, i) => check(k, groups, 'group', 'users', ui, 'groupKeys', i)));
-  list(prop(t, 'dataExtracts')).forEach((x, xi) => check(prop(x, 'dataSourceKey'), sources, 'data source', 'dataExtracts', xi, 'dataSourceKey'));
+  list(prop(t, 'users')).forEach((u, ui) =>
+    list(prop(u, 'groupKeys')).forEach((k, i) => check(k, groups, 'group', 'users', ui, 'groupKeys', i)),
+  );
+  list(prop(t, 'dataExtracts')).forEach((x, xi) =>
+    check(prop(x, 'dataSourceKey'), sources, 'data source', 'dataExtracts', xi, 'dataSourceKey'),
+  );
   return out;
 }
 
 /** D3: the tenant configuration file's shape, with the rules spanning its items (fileRules). */
-export const tenantFileSchema = z
-  .strictObject({ tenants: z.array(tenant).min(1) })
-  .superRefine((file, ctx) => {
-    for (const issue of fileRules(file)) ctx.addIssue({ code: 'custom', ...issue });
-  });
+export const tenantFileSchema = z.strictObject({ tenants: z.array(tenant).min(1) }).superRefine((file, ctx) => {
+  for (const issue of fileRules(file)) ctx.addIssue({ code: 'custom', ...issue });
+});
 
 export type TenantFile = z.infer<typeof tenantFileSchema>;
 export type TenantConfig = TenantFile['tenants'][number];
 
 /** `tenants[0].clients[1].clientId` from a zod path. */
 export function jsonPath(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((acc, seg) => (typeof seg === 'number' ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg)), '') || '$';
+  return (
+    path.reduce<string>((acc, seg) => (typeof seg === 'number' ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg)), '') || '$'
+  );
 }

@@ -6,7 +6,11 @@ import type { Db } from '../../db/tables.js';
  * IncludeDescendants reads). Cached TotalCounts are keyed by this version (see countSubjects).
  */
 export async function bumpDataVersion(db: Db, tenantId: string): Promise<void> {
-  await db.updateTable('tenant').set({ data_version: sql`data_version + 1` }).where('id', '=', tenantId).execute();
+  await db
+    .updateTable('tenant')
+    .set({ data_version: sql`data_version + 1` })
+    .where('id', '=', tenantId)
+    .execute();
 }
 
 export async function readDataVersion(db: Db, tenantId: string): Promise<string> {

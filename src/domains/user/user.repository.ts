@@ -28,7 +28,9 @@ export function userListQuery(db: Db, tenantId: string, f: UserFilters) {
       eb.exists(
         eb
           .selectFrom('app_user_group as ug')
-          .innerJoin('user_group_structural_entity as g', (j) => j.onRef('g.tenant_id', '=', 'ug.tenant_id').onRef('g.group_key', '=', 'ug.group_key'))
+          .innerJoin('user_group_structural_entity as g', (j) =>
+            j.onRef('g.tenant_id', '=', 'ug.tenant_id').onRef('g.group_key', '=', 'ug.group_key'),
+          )
           .select(sql`1`.as('one'))
           .whereRef('ug.tenant_id', '=', 'u.tenant_id')
           .whereRef('ug.user_id', '=', 'u.id')
@@ -41,7 +43,9 @@ export function userListQuery(db: Db, tenantId: string, f: UserFilters) {
 
 /** How many of the tenant's users match the filters. */
 export async function countUsers(db: Db, tenantId: string, f: UserFilters): Promise<number> {
-  const r = await userListQuery(db, tenantId, f).select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+  const r = await userListQuery(db, tenantId, f)
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow();
   return Number(r.n);
 }
 
@@ -49,10 +53,25 @@ export async function countUsers(db: Db, tenantId: string, f: UserFilters): Prom
 export type UserOrder = 'DisplayName' | 'Id';
 
 /** One page of the tenant's users matching the filters. */
-export async function pageUsers(db: Db, tenantId: string, filters: UserFilters, order: UserOrder, args: PageArgs): Promise<Connection<AppUserRow>> {
+export async function pageUsers(
+  db: Db,
+  tenantId: string,
+  filters: UserFilters,
+  order: UserOrder,
+  args: PageArgs,
+): Promise<Connection<AppUserRow>> {
   const id = { id: sql.ref('u.id'), idType: 'text' as const, type: 'text' as const, nullable: false };
-  const sort: SortKey = order === 'DisplayName' ? { name: 'DisplayName', value: sql.ref('u.display_name'), ...id } : { name: 'Id', value: sql.ref('u.id'), ...id };
-  return paginate<AppUserRow>({ list: 'user', query: userListQuery(db, tenantId, filters).selectAll('u'), count: () => countUsers(db, tenantId, filters), sort, args });
+  const sort: SortKey =
+    order === 'DisplayName'
+      ? { name: 'DisplayName', value: sql.ref('u.display_name'), ...id }
+      : { name: 'Id', value: sql.ref('u.id'), ...id };
+  return paginate<AppUserRow>({
+    list: 'user',
+    query: userListQuery(db, tenantId, filters).selectAll('u'),
+    count: () => countUsers(db, tenantId, filters),
+    sort,
+    args,
+  });
 }
 
 /** Users by id, in no particular order (loaders sort). */

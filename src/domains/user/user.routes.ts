@@ -15,11 +15,16 @@ const listUsers = defineRoute({
   permissions: 'List:User',
   query: z.object({
     searchTerm: z.string().optional().meta({ description: 'Case-insensitive, typo-tolerant search on the display name.' }),
-    includeInactive: booleanQuery('includeInactive', 'Include inactive users (false when absent; present without a value: true).', { bare: true }),
+    includeInactive: booleanQuery('includeInactive', 'Include inactive users (false when absent; present without a value: true).', {
+      bare: true,
+    }),
     withAccessToSubjectId: z
       .string()
       .optional()
-      .meta({ description: 'Only users with access to this subject through their groups (404 for an unknown subject).', examples: ['48e18403-f60b-4395-aca2-2c64665b13ec'] }),
+      .meta({
+        description: 'Only users with access to this subject through their groups (404 for an unknown subject).',
+        examples: ['48e18403-f60b-4395-aca2-2c64665b13ec'],
+      }),
   }),
   operation: graphql(`
     query RestUsers($searchTerm: String, $includeInactive: Boolean, $withAccessToSubjectId: ID, $first: Int) {

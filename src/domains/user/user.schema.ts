@@ -7,7 +7,14 @@ import { NotFoundError, ValidationError } from '../../core/errors.js';
 import type { PageArgs } from '../../db/paging.js';
 import { StructuralEntityRef } from '../structural-entity/structural-entity.schema.js';
 import { SubjectRef, subjectUuid } from '../subject/subject.schema.js';
-import { type UserFilters, type UserOrder, findEntityKeysOfGroups, findGroupsOfUsers, findUsersByIds, pageUsers } from './user.repository.js';
+import {
+  type UserFilters,
+  type UserOrder,
+  findEntityKeysOfGroups,
+  findGroupsOfUsers,
+  findUsersByIds,
+  pageUsers,
+} from './user.repository.js';
 
 interface Group {
   key: string;
@@ -39,7 +46,7 @@ const UserGroupRef = builder.objectRef<Group>('UserGroup').implement({
     structuralEntities: t.field({
       type: [StructuralEntityRef],
       nullable: true,
-      description: 'The entities whose subjects (and those of every entity below them) the group\'s users may see (D9).',
+      description: "The entities whose subjects (and those of every entity below them) the group's users may see (D9).",
       authScopes: { permission: 'List:StructuralEntity' },
       resolve: (g, _args, ctx) => groupEntitiesLoader(ctx).load(g.key),
     }),
@@ -73,7 +80,9 @@ export async function listUsers(ctx: Context, input: UserFilters, args: PageArgs
   const order = userOrder(args.orderBy);
   const filters: UserFilters = { ...input };
   if (input.withAccessToSubjectId) {
-    const subject = await SubjectRef.getDataloader(ctx).load(subjectUuid(input.withAccessToSubjectId)).catch(() => null);
+    const subject = await SubjectRef.getDataloader(ctx)
+      .load(subjectUuid(input.withAccessToSubjectId))
+      .catch(() => null);
     if (!subject) throw new NotFoundError('No subject has this id.');
     filters.withAccessToSubjectId = subject.id;
   }
@@ -94,7 +103,9 @@ builder.queryFields((t) => ({
       authScopes: { permission: 'List:User' },
       args: {
         ...userFilterArgs(t.arg),
-        withAccessToSubjectId: t.arg.id({ description: 'Only users of groups on one of the subject\'s locations or an ancestor of one (UUID or global id).' }),
+        withAccessToSubjectId: t.arg.id({
+          description: "Only users of groups on one of the subject's locations or an ancestor of one (UUID or global id).",
+        }),
         ...orderArgs(t.arg),
       },
       resolve: (_root, args, ctx) => listUsers(ctx, args, args),
@@ -109,7 +120,7 @@ builder.objectField(SubjectRef, 'usersWithAccess', (t) =>
       type: UserRef,
       nullable: true,
       complexity: pageComplexity,
-      description: 'Users of groups on one of the subject\'s locations or an ancestor of one (D9).',
+      description: "Users of groups on one of the subject's locations or an ancestor of one (D9).",
       authScopes: { permission: 'List:User' },
       args: { ...userFilterArgs(t.arg), ...orderArgs(t.arg) },
       resolve: (s, args, ctx) => listUsers(ctx, { ...args, withAccessToSubjectId: s.id }, args),

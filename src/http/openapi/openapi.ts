@@ -9,42 +9,48 @@ type JsonSchema = Record<string, unknown>;
 
 const FieldErrorsSchema = z
   .record(z.string(), z.array(z.string()))
-  .meta({ description: 'Each offending location, as sent in the contract\'s casing (`$` for the body itself), with its messages.' });
+  .meta({ description: "Each offending location, as sent in the contract's casing (`$` for the body itself), with its messages." });
 
 const problemShape = {
   type: z.string().meta({ description: 'A URI reference naming the problem type (the RFC 9110 section of the status).' }),
-  title: z.string().meta({ description: 'The status\'s reason phrase.' }),
+  title: z.string().meta({ description: "The status's reason phrase." }),
   status: z.int().min(400).max(599).meta({ description: 'The HTTP status.' }),
   detail: z.string().optional().meta({ description: 'What went wrong, for a human.' }),
   traceId: z.string().meta({ description: 'The request id (also in the X-Request-Id answer header), to find the request in the logs.' }),
 };
 
 /** RFC 9457 problem details, as every error leaves the service (D5). */
-export const ProblemDetailsSchema = z.looseObject(problemShape).meta({ id: 'ProblemDetails', description: 'RFC 9457 problem details (application/problem+json).' });
+export const ProblemDetailsSchema = z
+  .looseObject(problemShape)
+  .meta({ id: 'ProblemDetails', description: 'RFC 9457 problem details (application/problem+json).' });
 
 /** A 400 answer: problem details with the offending locations (ASP.NET's ValidationProblemDetails). */
 export const ValidationProblemDetailsSchema = z
   .looseObject({
     ...problemShape,
-    errors: FieldErrorsSchema.optional().meta({ description: 'The offending locations with their messages; absent only when the body is not JSON at all.' }),
+    errors: FieldErrorsSchema.optional().meta({
+      description: 'The offending locations with their messages; absent only when the body is not JSON at all.',
+    }),
   })
   .meta({ id: 'ValidationProblemDetails', description: 'RFC 9457 problem details of a 400 answer, naming each offending location (D5).' });
 
 /** Every tag an operation uses, with its description. */
 const TAGS: Record<string, string> = {
   Subjects:
-    'Subjects (D7): list with paging, search and filters, get by id, upsert by the tenant\'s matching fields, update, and the structural entities a subject is located at.',
-  'Subject portal': 'The subject portal (D9): invite the subject itself (self access) or third parties by e-mail, list and remove its portal users.',
-  'Structural entities': 'The tenant\'s organisation tree (D8): list with paging and filters, get by key, upsert.',
-  Users: 'The tenant\'s users (D9), e.g. those with access to a subject.',
-  'Data sets': 'Data extracts served from the tenant\'s data providers (D10).',
+    "Subjects (D7): list with paging, search and filters, get by id, upsert by the tenant's matching fields, update, and the structural entities a subject is located at.",
+  'Subject portal':
+    'The subject portal (D9): invite the subject itself (self access) or third parties by e-mail, list and remove its portal users.',
+  'Structural entities': "The tenant's organisation tree (D8): list with paging and filters, get by key, upsert.",
+  Users: "The tenant's users (D9), e.g. those with access to a subject.",
+  'Data sets': "Data extracts served from the tenant's data providers (D10).",
   'Data change (data providers)':
-    'Called by a data provider (an inbound client of one of the tenant\'s data sources) when a subject\'s data changed: the matching cached entries are flagged and re-fetched.',
+    "Called by a data provider (an inbound client of one of the tenant's data sources) when a subject's data changed: the matching cached entries are flagged and re-fetched.",
 };
 
 // Problem examples: what the service answers (src/core/errors.ts `problem`), with one request id.
 const WWW_AUTHENTICATE_401 = {
-  description: 'The Bearer challenge (RFC 6750): `Bearer` without a token, with `error="invalid_token"` and a description for a token that is not valid.',
+  description:
+    'The Bearer challenge (RFC 6750): `Bearer` without a token, with `error="invalid_token"` and a description for a token that is not valid.',
   schema: { type: 'string' },
   example: 'Bearer error="invalid_token", error_description="The access token is malformed."',
 };
@@ -62,7 +68,9 @@ class Components {
   readonly schemas: Record<string, JsonSchema> = {};
 
   convert(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
-    const converted = z.toJSONSchema(schema, { io, unrepresentable: 'any', reused: 'inline' }) as JsonSchema & { $defs?: Record<string, JsonSchema> };
+    const converted = z.toJSONSchema(schema, { io, unrepresentable: 'any', reused: 'inline' }) as JsonSchema & {
+      $defs?: Record<string, JsonSchema>;
+    };
     const { $schema: _, $defs, ...root } = converted;
     for (const [id, def] of Object.entries($defs ?? {})) {
       const component = componentRefs(def);
@@ -82,7 +90,10 @@ function componentRefs<T>(value: T): T {
   if (Array.isArray(value)) return value.map(componentRefs) as T;
   if (typeof value !== 'object' || value === null) return value;
   return Object.fromEntries(
-    Object.entries(value).map(([k, v]) => [k, k === '$ref' && typeof v === 'string' ? v.replace(/^#\/\$defs\//, '#/components/schemas/') : componentRefs(v)]),
+    Object.entries(value).map(([k, v]) => [
+      k,
+      k === '$ref' && typeof v === 'string' ? v.replace(/^#\/\$defs\//, '#/components/schemas/') : componentRefs(v),
+    ]),
   ) as T;
 }
 
@@ -99,7 +110,7 @@ export function openApiDocument(routes: readonly RouteDef[], baseUrl: string) {
   for (const r of routes) {
     const path = r.path.replace(/:(\w+)/g, '{$1}');
     const parameters: unknown[] = [];
-    const shapeOf = (s: z.ZodType | undefined) => ((s && (unwrap(s) as unknown as { shape?: Record<string, z.ZodType> }).shape) ?? {});
+    const shapeOf = (s: z.ZodType | undefined) => (s && (unwrap(s) as unknown as { shape?: Record<string, z.ZodType> }).shape) ?? {};
     const parameter = (name: string, at: 'path' | 'query', s: z.ZodType) => {
       const documented = documentedType(s);
       const { description, examples, ...schema } = components.convert(documented, 'input');
@@ -123,7 +134,14 @@ export function openApiDocument(routes: readonly RouteDef[], baseUrl: string) {
       responses[status] = {
         description: res.description,
         ...(res.schema
-          ? { content: { 'application/json': { schema: components.convert(res.schema, 'output'), ...(res.example !== undefined ? { example: res.example } : {}) } } }
+          ? {
+              content: {
+                'application/json': {
+                  schema: components.convert(res.schema, 'output'),
+                  ...(res.example !== undefined ? { example: res.example } : {}),
+                },
+              },
+            }
           : {}),
       };
     }
@@ -223,23 +241,42 @@ function problemAnswers(r: RouteDef): Record<string, { description: string; exam
       example:
         r.body || !firstQuery
           ? problemExample(400, 'The request body is not valid JSON.')
-          : problemExample(400, 'One or more validation errors occurred.', { [firstQuery]: ['Must not contain the NUL character (U+0000).'] }),
+          : problemExample(400, 'One or more validation errors occurred.', {
+              [firstQuery]: ['Must not contain the NUL character (U+0000).'],
+            }),
     };
   }
   answers[401] = { description: 'The access token is missing or not valid.', example: problemExample(401, 'An access token is required.') };
   const permission = /\b\w+:\w+/.exec(r.permissions)?.[0];
   answers[403] = {
     description: 'The token lacks the scope, or the client the permission.',
-    example: problemExample(403, permission ? `The client lacks the permission ${permission}.` : `The access token lacks the scope ${(r.scopes ?? ['ServiceApi']).join(' or ')}.`),
+    example: problemExample(
+      403,
+      permission
+        ? `The client lacks the permission ${permission}.`
+        : `The access token lacks the scope ${(r.scopes ?? ['ServiceApi']).join(' or ')}.`,
+    ),
   };
   if (r.body) {
-    answers[413] = { description: 'The body is larger than the limit (MAX_BODY_BYTES).', example: problemExample(413, 'The request body is larger than 1048576 bytes.') };
-    answers[415] = { description: 'The body is not application/json.', example: problemExample(415, 'The request body must be application/json.') };
+    answers[413] = {
+      description: 'The body is larger than the limit (MAX_BODY_BYTES).',
+      example: problemExample(413, 'The request body is larger than 1048576 bytes.'),
+    };
+    answers[415] = {
+      description: 'The body is not application/json.',
+      example: problemExample(415, 'The request body must be application/json.'),
+    };
   }
-  answers[500] = { description: 'An unexpected error (logged under the traceId).', example: problemExample(500, 'An unexpected error occurred.') };
+  answers[500] = {
+    description: 'An unexpected error (logged under the traceId).',
+    example: problemExample(500, 'An unexpected error occurred.'),
+  };
   for (const [status, res] of Object.entries(r.responses)) {
     if (Number(status) < 400) continue;
-    answers[status] = { description: res.description, example: res.example ?? answers[status]?.example ?? problemExample(Number(status), res.description) };
+    answers[status] = {
+      description: res.description,
+      example: res.example ?? answers[status]?.example ?? problemExample(Number(status), res.description),
+    };
   }
   return answers;
 }

@@ -31,7 +31,10 @@ function bindQuery(url: string, schema: z.ZodType): { value: Record<string, unkn
     if (!field) {
       setOwn(value, name, values.length === 1 ? values[0] : values);
     } else if (defOf(unwrap(field)).type === 'array') {
-      const list = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+      const list = values
+        .flatMap((v) => v.split(','))
+        .map((v) => v.trim())
+        .filter((v) => v !== '');
       if (list.length > MAX_LIST_ITEMS) setOwn(errors, name, [`${name} may list at most ${MAX_LIST_ITEMS} items.`]);
       else setOwn(value, name, list);
     } else if (values.length > 1) {
@@ -46,7 +49,10 @@ function bindQuery(url: string, schema: z.ZodType): { value: Record<string, unkn
 function zodErrors(error: z.ZodError, prefix: string): FieldErrors {
   const out: FieldErrors = {};
   for (const issue of error.issues) {
-    const loc = issue.path.reduce<string>((acc, seg) => (typeof seg === 'number' ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg)), prefix);
+    const loc = issue.path.reduce<string>(
+      (acc, seg) => (typeof seg === 'number' ? `${acc}[${seg}]` : acc ? `${acc}.${String(seg)}` : String(seg)),
+      prefix,
+    );
     (out[loc || '$'] ??= []).push(issue.message);
   }
   return out;

@@ -22,7 +22,11 @@ export function pageSchema(node: z.ZodType, name: string) {
   return z
     .object({
       PageInfo: PageInfoSchema,
-      Edges: z.array(z.object({ Node: node, Cursor: z.string().meta({ description: 'Opaque cursor of this node, for After or Before.' }) }).meta({ id: `${name}Edge` })),
+      Edges: z.array(
+        z
+          .object({ Node: node, Cursor: z.string().meta({ description: 'Opaque cursor of this node, for After or Before.' }) })
+          .meta({ id: `${name}Edge` }),
+      ),
     })
     .meta({ id: `${name}Page` });
 }
@@ -45,7 +49,11 @@ export function sentValues(items: readonly { Key: string; Value?: unknown }[]) {
 
 /** The contract's PascalCase paged envelope (D5/D6) around mapped nodes. */
 export function restPage<N, R>(
-  conn: { totalCount: number; pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor?: string | null; endCursor?: string | null }; edges: { cursor: string; node: N }[] },
+  conn: {
+    totalCount: number;
+    pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor?: string | null; endCursor?: string | null };
+    edges: { cursor: string; node: N }[];
+  },
   map: (n: N) => R,
 ) {
   return {
@@ -83,7 +91,11 @@ export function camelPageSchema(node: z.ZodType, name: string) {
   return z
     .object({
       pageInfo: CamelPageInfoSchema,
-      edges: z.array(z.object({ cursor: z.string().meta({ description: 'Opaque cursor of this node, for After or Before.' }), node }).meta({ id: `${name}Edge` })),
+      edges: z.array(
+        z
+          .object({ cursor: z.string().meta({ description: 'Opaque cursor of this node, for After or Before.' }), node })
+          .meta({ id: `${name}Edge` }),
+      ),
     })
     .meta({ id: `${name}Page` });
 }
@@ -93,11 +105,24 @@ export const pagingQuery = {
   After: z.string().optional().meta({ description: 'Cursor: items after this node.' }),
   Before: z.string().optional().meta({ description: 'Cursor: items before this node.' }),
   First: documentedAs(
-    z.string().regex(/^[+-]?\d+$/, 'First must be an integer.').transform(Number).optional(),
-    z.int().min(0).max(MAX_PAGE_SIZE).optional().meta({ description: `Number of first items; ${DEFAULT_PAGE_SIZE} when neither First nor Last is given.` }),
+    z
+      .string()
+      .regex(/^[+-]?\d+$/, 'First must be an integer.')
+      .transform(Number)
+      .optional(),
+    z
+      .int()
+      .min(0)
+      .max(MAX_PAGE_SIZE)
+      .optional()
+      .meta({ description: `Number of first items; ${DEFAULT_PAGE_SIZE} when neither First nor Last is given.` }),
   ),
   Last: documentedAs(
-    z.string().regex(/^[+-]?\d+$/, 'Last must be an integer.').transform(Number).optional(),
+    z
+      .string()
+      .regex(/^[+-]?\d+$/, 'Last must be an integer.')
+      .transform(Number)
+      .optional(),
     z.int().min(0).max(MAX_PAGE_SIZE).optional().meta({ description: 'Number of last items.' }),
   ),
   OrderBy: z.string().optional().meta({ description: 'Key of the field to order by.' }),
@@ -107,12 +132,22 @@ export const pagingQuery = {
       .regex(/^(ascending|descending)$/i, 'OrderDirection must be Ascending or Descending.')
       .transform((v) => (v.toLowerCase() === 'descending' ? ('DESCENDING' as const) : ('ASCENDING' as const)))
       .optional(),
-    z.enum(['Ascending', 'Descending']).optional().meta({ description: 'Sort direction, Ascending when absent (the names are matched case-insensitively).' }),
+    z
+      .enum(['Ascending', 'Descending'])
+      .optional()
+      .meta({ description: 'Sort direction, Ascending when absent (the names are matched case-insensitively).' }),
   ),
 };
 
 /** GraphQL paging variables from the bound paging query. */
-export function pagingVariables(q: { After?: string | undefined; Before?: string | undefined; First?: number | undefined; Last?: number | undefined; OrderBy?: string | undefined; OrderDirection?: 'ASCENDING' | 'DESCENDING' | undefined }) {
+export function pagingVariables(q: {
+  After?: string | undefined;
+  Before?: string | undefined;
+  First?: number | undefined;
+  Last?: number | undefined;
+  OrderBy?: string | undefined;
+  OrderDirection?: 'ASCENDING' | 'DESCENDING' | undefined;
+}) {
   return { after: q.After, before: q.Before, first: q.First, last: q.Last, orderBy: q.OrderBy, orderDirection: q.OrderDirection };
 }
 

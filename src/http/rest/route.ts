@@ -45,7 +45,9 @@ export interface RouteDef<TData = any, TVars = any, P = any, Q = any, B = any> {
 }
 
 /** Declares a route with its types inferred from the schemas and the typed document. */
-export function defineRoute<TData, TVars, P = Record<string, never>, Q = Record<string, never>, B = undefined>(def: RouteDef<TData, TVars, P, Q, B>): RouteDef<TData, TVars, P, Q, B> {
+export function defineRoute<TData, TVars, P = Record<string, never>, Q = Record<string, never>, B = undefined>(
+  def: RouteDef<TData, TVars, P, Q, B>,
+): RouteDef<TData, TVars, P, Q, B> {
   return def;
 }
 

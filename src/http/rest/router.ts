@@ -34,7 +34,8 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     // A route's document is fixed: compiled once into a function (graphql-jit), it skips the generic
     // executor's per-field work (issue 8: argument coercion and execution were a sixth of a list's CPU).
     const compiled = compileQuery(deps.schema, route.operation);
-    if (!isCompiledQuery(compiled)) throw new Error(`Route ${route.operationId}: ${(compiled as ExecutionResult).errors?.map((e) => e.message).join('; ')}`);
+    if (!isCompiledQuery(compiled))
+      throw new Error(`Route ${route.operationId}: ${(compiled as ExecutionResult).errors?.map((e) => e.message).join('; ')}`);
     executors.set(route, compiled);
 
     const readBody = (req: Request, res: Response, next: NextFunction) => {
@@ -59,11 +60,9 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     const variables = route.variables({ params, query, body }) as Record<string, unknown>;
     // Weighed as the same operation sent to /graphql would be (issue 15): one cost model, one admission.
     await deps.admission.admit({ tenant: principal.tenantKey, client: principal.clientId }, costOf(route, variables), res);
-    const result: ExecutionResult = await executors.get(route)!.query(
-      undefined,
-      createContext(deps.context(req), route.operation),
-      variables,
-    );
+    const result: ExecutionResult = await executors
+      .get(route)!
+      .query(undefined, createContext(deps.context(req), route.operation), variables);
     if (result.errors?.length) {
       // Variables the operation could not coerce (no execution happened): bad input, 400 (D5).
       if (!('data' in result)) throw variableCoercionError(result.errors, location);
@@ -111,7 +110,11 @@ export function methodNotAllowed(paths: ReadonlyMap<string, readonly string[]>):
     router.all(path, (req, res) => {
       res.setHeader('Allow', allow);
       if (req.method === 'OPTIONS') return void res.status(204).end();
-      sendProblem(res, new AppError(405, 'METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${req.path}; allowed: ${allowed.join(', ')}.`), String(req.id));
+      sendProblem(
+        res,
+        new AppError(405, 'METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${req.path}; allowed: ${allowed.join(', ')}.`),
+        String(req.id),
+      );
     });
   }
   return router;
