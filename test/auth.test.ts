@@ -418,6 +418,43 @@ describe('a standard OAuth client library (oauth4webapi) against the service (D4
     expect(as.jwks_uri).toBe(`${app.url}/.well-known/jwks.json`);
   });
 
+  it('discovers the server from its RFC 8414 metadata (/.well-known/oauth-authorization-server)', async () => {
+    const issuer = new URL(app.url);
+    const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
+    expect(as.issuer).toBe(app.url);
+    expect(as.token_endpoint).toBe(`${app.url}/connect/token`);
+    expect(as.grant_types_supported).toEqual(['client_credentials']);
+  });
+
+  it('issues RFC 9068 access tokens: validateJwtAccessToken accepts them, with aud and client_id', async () => {
+    const as = await discover();
+    const client: oauth.Client = { client_id: FULL_CLIENT.clientId };
+    const response = await oauth.clientCredentialsGrantRequest(
+      as,
+      client,
+      oauth.ClientSecretBasic(FULL_CLIENT.clientSecret),
+      { tenant_key: tenant.key, scope: 'ServiceApi' },
+      insecure,
+    );
+    const { access_token } = await oauth.processClientCredentialsResponse(as, client, response);
+    const request = new Request(`${app.url}/api/v1/structuralEntity`, { headers: { authorization: `Bearer ${access_token}` } });
+    // The audience is the service's resource identifier: PUBLIC_URL unless AUTH_AUDIENCE says otherwise.
+    const claims = await oauth.validateJwtAccessToken(as, request, app.url, insecure);
+    expect(claims.client_id).toBe(FULL_CLIENT.clientId);
+    expect(claims.sub).toBe(FULL_CLIENT.clientId);
+    expect(claims.aud).toBe(app.url);
+    expect(typeof claims.jti).toBe('string');
+    // Another resource's audience does not validate.
+    await expect(oauth.validateJwtAccessToken(as, request, 'https://other.example', insecure)).rejects.toThrow();
+  });
+
+  it('still accepts a token issued before aud and client_id were added (until it expires)', async () => {
+    const legacy = await signWithServiceKey(claims(tenant.key));
+    expect(decodeJwt(legacy)).not.toHaveProperty('aud');
+    const list = await bearer(legacy).get('/api/v1/structuralEntity');
+    expect(list.status).toBe(200);
+  });
+
   it.each([
     ['client_secret_basic', oauth.ClientSecretBasic],
     ['client_secret_post', oauth.ClientSecretPost],
@@ -611,6 +648,9 @@ describe('resource server: 401 (D4)', () => {
       ['a token naming an unknown tenant', async () => signWithServiceKey(claims('no-such-tenant'))],
       ['a token naming an unknown client of the tenant', async () => signWithServiceKey(claims(tenant.key, { sub: 'no-such-client' }))],
       ['a token without a tenant claim', async () => signWithServiceKey(claims(tenant.key, { tenant: undefined }))],
+      // RFC 9068: a token for another resource, or whose client_id is not its subject.
+      ['a token for another audience', async () => signWithServiceKey(claims(tenant.key, { aud: 'https://other.example' }))],
+      ['a token whose client_id is not its subject', async () => signWithServiceKey(claims(tenant.key, { client_id: 'someone-else' }))],
     ];
 
     it.each(invalidTokens)('401 with `Bearer error="invalid_token"` for %s', async (_what, make) => {
@@ -623,7 +663,14 @@ describe('resource server: 401 (D4)', () => {
 
   it('never needs a token for the public endpoints (D4)', async () => {
     const api = anonymous();
-    for (const path of ['/healthz', '/readyz', '/openapi.json', '/.well-known/jwks.json', '/.well-known/openid-configuration']) {
+    for (const path of [
+      '/healthz',
+      '/readyz',
+      '/openapi.json',
+      '/.well-known/jwks.json',
+      '/.well-known/openid-configuration',
+      '/.well-known/oauth-authorization-server',
+    ]) {
       const res = await api.get(path);
       expect({ path, status: res.status }).toEqual({ path, status: 200 });
     }

@@ -78,3 +78,36 @@ describe('external issuer (D4)', () => {
     expect((await api.get('/api/v1/structuralEntity')).status).toBe(200);
   });
 });
+
+describe('external issuer with AUTH_EXTERNAL_AUDIENCE (RFC 9068)', () => {
+  let strict: TestApp;
+  let strictTenant: TestTenant;
+  beforeAll(async () => {
+    strict = await startApp({
+      AUTH_ISSUER: ISSUER,
+      AUTH_JWKS_URL: (app.config as { AUTH_JWKS_URL: string }).AUTH_JWKS_URL,
+      AUTH_TENANT_CLAIM: 'org',
+      AUTH_EXTERNAL_AUDIENCE: 'https://ssdi.example.test',
+    });
+    strictTenant = await createTenant(strict, {
+      clients: [
+        FULL_CLIENT,
+        { clientId: 'ext-reader', clientSecret: 'ext-reader-secret', scopes: ['ServiceApi'], permissions: ['List:StructuralEntity'] },
+      ],
+    });
+  });
+  afterAll(() => strict?.close());
+
+  it('accepts a token for the configured audience and refuses one without it or for another', async () => {
+    const claims = { org: strictTenant.key, client_id: 'ext-reader' };
+    const ok = await new ApiClient(strict.url, await externalToken({ ...claims, aud: 'https://ssdi.example.test' })).get(
+      '/api/v1/structuralEntity',
+    );
+    expect(ok.status).toBe(200);
+    for (const token of [await externalToken(claims), await externalToken({ ...claims, aud: 'https://other.example.test' })]) {
+      const res = await new ApiClient(strict.url, token).get('/api/v1/structuralEntity');
+      expectProblem(res, 401);
+      expect(res.headers.get('www-authenticate')).toMatch(/error="invalid_token"/);
+    }
+  });
+});

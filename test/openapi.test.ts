@@ -373,6 +373,25 @@ ${typed.join('\n')}
       expect(diagnostics).toEqual([]);
       expect(program.getSourceFiles().map((f) => path.basename(f.fileName))).toEqual(expect.arrayContaining(['client.ts', 'usage.ts']));
       expect(typed.length).toBeGreaterThan(routes.length);
+
+      // A file that must not compile: a misspelt data type name and a value of the wrong JSON kind in the
+      // main write shape are compile errors for a typed client, each on its own line.
+      await writeFile(
+        path.join(dir, 'wrong.ts'),
+        `import type { components } from './client';
+type Sent = components['schemas']['CustomFieldValueInput'];
+export const misspelt: Sent = { Key: 'grade', Value: { Strng: { Value: 'x' } } };
+export const wrongKind: Sent = { Key: 'grade', Value: { Integer: { Value: '5' } } };
+export const wrongInList: Sent = { Key: 'tags', Value: [{ String: { Value: 'a' } }, { Boolean: { Value: 1 } }] };
+export const fine: Sent[] = [{ Key: 'grade', Value: { Integer: { Value: 5 } } }, { Key: 'tags', Value: [{ String: { Value: 'a' } }] }, { Key: 'x', Value: null }];
+`,
+      );
+      const failing = ts.createProgram([path.join(dir, 'wrong.ts')], program.getCompilerOptions());
+      const errorLines = ts
+        .getPreEmitDiagnostics(failing)
+        .filter((d) => d.file && path.basename(d.file.fileName) === 'wrong.ts' && d.start !== undefined)
+        .map((d) => d.file!.getLineAndCharacterOfPosition(d.start!).line + 1);
+      expect([...new Set(errorLines)].sort()).toEqual([3, 4, 5]);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -284,6 +284,7 @@ export async function buildApp({
     ['/connect/token', ['post']],
     ['/.well-known/jwks.json', ['get']],
     ['/.well-known/openid-configuration', ['get']],
+    ['/.well-known/oauth-authorization-server', ['get']],
   ]);
   for (const r of routes) known.set(r.path, [...(known.get(r.path) ?? []), r.method]);
   app.use(methodNotAllowed(known));

@@ -42,6 +42,10 @@ const envSchema = z
     AUTH_ISSUER: z.string().min(1).optional(),
     AUTH_JWKS_URL: z.url().optional(),
     AUTH_TENANT_CLAIM: z.string().min(1).default('tenant'),
+    // RFC 9068: the resource identifier issued tokens name as their audience (default PUBLIC_URL), and the
+    // audience an external issuer's tokens must name (unchecked when unset).
+    AUTH_AUDIENCE: z.string().min(1).optional(),
+    AUTH_EXTERNAL_AUDIENCE: z.string().min(1).optional(),
     MAX_BODY_BYTES: z.coerce
       .number()
       .int()

@@ -103,9 +103,11 @@ export function authRoutes(db: Db, tokens: TokenService, maxBodyBytes: number): 
     tokens.publicJwks().then((jwks) => res.set('Cache-Control', 'public, max-age=300').json(jwks), next);
   });
 
-  router.get('/.well-known/openid-configuration', (_req, res) => {
+  // RFC 8414 authorization server metadata; the OpenID discovery document is the same with what
+  // OpenID Connect requires besides (this server issues no ID tokens).
+  const metadata = () => {
     const issuer = tokens.issuer;
-    res.json({
+    return {
       issuer,
       token_endpoint: `${issuer}/connect/token`,
       jwks_uri: `${issuer}/.well-known/jwks.json`,
@@ -113,9 +115,13 @@ export function authRoutes(db: Db, tokens: TokenService, maxBodyBytes: number): 
       token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
       scopes_supported: [...SCOPES],
       response_types_supported: ['token'],
-      subject_types_supported: ['public'],
-      id_token_signing_alg_values_supported: ['ES256'],
-    });
+    };
+  };
+  router.get('/.well-known/oauth-authorization-server', (_req, res) => {
+    res.json(metadata());
+  });
+  router.get('/.well-known/openid-configuration', (_req, res) => {
+    res.json({ ...metadata(), subject_types_supported: ['public'], id_token_signing_alg_values_supported: ['ES256'] });
   });
   return router;
 }

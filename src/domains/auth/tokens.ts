@@ -31,6 +31,8 @@ export interface VerifiedClaims {
   tenantKey: string;
   clientId: string;
   scopes: string[];
+  /** The token's `exp` in ms since the epoch; undefined when it has none. */
+  expiresAt?: number | undefined;
 }
 
 export class InvalidTokenError extends Error {}
@@ -50,13 +52,21 @@ export class TokenService {
 
   constructor(
     private readonly db: Db,
-    private readonly config: Pick<Config, 'publicUrl' | 'TOKEN_TTL_SECONDS' | 'AUTH_ISSUER' | 'AUTH_JWKS_URL' | 'AUTH_TENANT_CLAIM'>,
+    private readonly config: Pick<
+      Config,
+      'publicUrl' | 'TOKEN_TTL_SECONDS' | 'AUTH_ISSUER' | 'AUTH_JWKS_URL' | 'AUTH_TENANT_CLAIM' | 'AUTH_AUDIENCE' | 'AUTH_EXTERNAL_AUDIENCE'
+    >,
   ) {
     this.remote = config.AUTH_JWKS_URL ? createRemoteJWKSet(new URL(config.AUTH_JWKS_URL)) : undefined;
   }
 
   get issuer(): string {
     return this.config.publicUrl;
+  }
+
+  /** The resource identifier of this service: the `aud` of the tokens it issues (RFC 9068). */
+  get audience(): string {
+    return this.config.AUTH_AUDIENCE ?? this.config.publicUrl;
   }
 
   /** Creates the first signing key if there is none (idempotent across concurrent instances). */
@@ -87,9 +97,11 @@ export class TokenService {
     if (!active) throw new Error('No active signing key');
     const scope = scopes.join(' ');
     const ttl = this.config.TOKEN_TTL_SECONDS;
-    const accessToken = await new SignJWT({ tenant: tenantKey, scope })
+    // RFC 9068 §2.2: iss, exp, aud, sub, client_id, iat, jti (sub is the client: no user is involved).
+    const accessToken = await new SignJWT({ tenant: tenantKey, scope, client_id: clientId })
       .setProtectedHeader({ alg: ALG, kid: active.kid, typ: 'at+jwt' })
       .setIssuer(this.issuer)
+      .setAudience(this.audience)
       .setSubject(clientId)
       .setIssuedAt()
       .setExpirationTime(`${ttl}s`)
@@ -114,6 +126,7 @@ export class TokenService {
       if (external) {
         ({ payload } = await jwtVerify(token, this.remote!, {
           issuer: this.config.AUTH_ISSUER!,
+          ...(this.config.AUTH_EXTERNAL_AUDIENCE ? { audience: this.config.AUTH_EXTERNAL_AUDIENCE } : {}),
           algorithms: ['RS256', 'RS384', 'RS512', 'PS256', 'ES256', 'ES384', 'EdDSA'],
         }));
       } else {
@@ -132,24 +145,32 @@ export class TokenService {
     }
     const scope = payload['scope'] ?? payload['scp'];
     const scopes = Array.isArray(scope) ? scope.map(String) : typeof scope === 'string' ? scope.split(' ').filter(Boolean) : [];
-    const claims = { tenantKey, clientId, scopes };
+    const expiresAt = typeof payload.exp === 'number' ? payload.exp * 1000 : undefined;
+    const claims = { tenantKey, clientId, scopes, expiresAt };
     // Without an expiry (an external issuer may omit it) a token is verified every time.
-    if (typeof payload.exp === 'number') {
-      const expiresAt = payload.exp * 1000;
-      this.verified.set(token, { ...claims, expiresAt }, { ttl: Math.max(1, expiresAt - Date.now()) });
-    }
+    if (expiresAt !== undefined) this.verified.set(token, { ...claims, expiresAt }, { ttl: Math.max(1, expiresAt - Date.now()) });
     return claims;
   }
 
   private async verifyLocal(token: string): Promise<JWTPayload> {
     const options = { issuer: this.issuer, algorithms: [ALG], typ: 'at+jwt' };
+    let payload: JWTPayload;
     try {
-      return (await jwtVerify(token, await this.localKeys(false), options)).payload;
+      payload = (await jwtVerify(token, await this.localKeys(false), options)).payload;
     } catch (e) {
       // A key created by another instance's rotation: reload once (at most every 5 s) and retry.
       if ((e as { code?: string }).code !== 'ERR_JWKS_NO_MATCHING_KEY' || Date.now() - this.keysLoadedAt < 5000) throw e;
-      return (await jwtVerify(token, await this.localKeys(true), options)).payload;
+      payload = (await jwtVerify(token, await this.localKeys(true), options)).payload;
     }
+    // RFC 9068: a token for another resource is refused. Tokens issued before `aud` and `client_id` were
+    // added carry neither and stay valid until they expire (at most TOKEN_TTL_SECONDS).
+    const aud = payload.aud;
+    if (aud !== undefined && !(Array.isArray(aud) ? aud : [aud]).includes(this.audience)) {
+      throw new InvalidTokenError('The access token is for another audience.');
+    }
+    if (payload['client_id'] !== undefined && payload['client_id'] !== payload.sub)
+      throw new InvalidTokenError('The access token is invalid.');
+    return payload;
   }
 
   private async localKeys(reload: boolean) {

@@ -3,15 +3,8 @@ import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestStructuralEntityFragment } from '../../generated/graphql.js';
 
-import {
-  SentValueSchema,
-  booleanQuery,
-  pageSchema,
-  pagingQuery,
-  pagingVariables,
-  restPage,
-  sentValues,
-} from '../../http/rest/envelopes.js';
+import { booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
+import { AnsweredValue, SentValueSchema } from '../custom-field/custom-field.rest.js';
 import { defineRoute } from '../../http/rest/route.js';
 import { documentedAs, invalidParameter, problemExample } from '../../http/openapi/documented.js';
 
@@ -69,7 +62,7 @@ export const RestStructuralEntitySchema = z
             .object({
               $type: z.string().meta({ description: 'The data type followed by "Value", e.g. StringValue.' }),
               DataType: z.string(),
-              Value: z.unknown().meta({ description: 'The value as JSON (a string, number or boolean).' }),
+              Value: AnsweredValue,
               ValueText: z.string(),
             })
             .meta({ id: 'StructuralEntityValue' }),

@@ -3,15 +3,8 @@ import { NotFoundError } from '../../core/errors.js';
 import { graphql } from '../../generated/gql.js';
 import type { RestSubjectFragment, RestSubjectWithLocationsFragment } from '../../generated/graphql.js';
 
-import {
-  SentValueSchema,
-  booleanQuery,
-  pageSchema,
-  pagingQuery,
-  pagingVariables,
-  restPage,
-  sentValues,
-} from '../../http/rest/envelopes.js';
+import { booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
+import { SentValueSchema } from '../custom-field/custom-field.rest.js';
 import { defineRoute, pascalLocation } from '../../http/rest/route.js';
 import { documentedAs, invalidParameter, problemExample } from '../../http/openapi/documented.js';
 import {

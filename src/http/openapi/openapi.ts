@@ -68,7 +68,19 @@ class Components {
   readonly schemas: Record<string, JsonSchema> = {};
 
   convert(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
-    const converted = z.toJSONSchema(schema, { io, unrepresentable: 'any', reused: 'inline' }) as JsonSchema & {
+    const converted = z.toJSONSchema(schema, {
+      io,
+      unrepresentable: 'any',
+      reused: 'inline',
+      // A nested schema bound loosely but documented typed (`documentedAs`, e.g. a sent custom field value)
+      // shows its documented type; its named parts become components like any other.
+      override: (ctx) => {
+        const documented = documentedType(ctx.zodSchema as unknown as z.ZodType);
+        if (documented === (ctx.zodSchema as unknown)) return;
+        for (const key of Object.keys(ctx.jsonSchema)) delete (ctx.jsonSchema as Record<string, unknown>)[key];
+        Object.assign(ctx.jsonSchema, this.convert(documented, io));
+      },
+    }) as JsonSchema & {
       $defs?: Record<string, JsonSchema>;
     };
     const { $schema: _, $defs, ...root } = converted;

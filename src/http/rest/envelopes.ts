@@ -31,17 +31,6 @@ export function pageSchema(node: z.ZodType, name: string) {
     .meta({ id: `${name}Page` });
 }
 
-/** A sent custom field value (D7/D8): checked by the shared validator, so the schema only documents it. */
-export const SentValueSchema = z
-  .object({
-    Key: z.string().meta({ description: 'The custom field key.' }),
-    Value: z.unknown().meta({
-      description:
-        'An object with one property named after the data type, e.g. {"Integer": {"Value": 5}}; an array of them for an array field; null clears the field.',
-    }),
-  })
-  .meta({ id: 'CustomFieldValueInput', description: 'A custom field value as sent (property names are matched case-insensitively).' });
-
 /** Sent custom field values in the GraphQL input shape. */
 export function sentValues(items: readonly { Key: string; Value?: unknown }[]) {
   return items.map((v) => ({ key: v.Key, value: v.Value ?? null }));
