@@ -6,6 +6,7 @@ import * as m0004 from './migrations/0004_users.js';
 import * as m0005 from './migrations/0005_portal.js';
 import * as m0006 from './migrations/0006_config_version.js';
 import * as m0007 from './migrations/0007_subject_list_key.js';
+import * as m0008 from './migrations/0008_data_cache_point.js';
 
 /**
  * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
@@ -19,4 +20,5 @@ export const migrations: Record<string, Migration> = {
   '0005_portal': m0005,
   '0006_config_version': m0006,
   '0007_subject_list_key': m0007,
+  '0008_data_cache_point': m0008,
 };

@@ -190,13 +190,13 @@ async function main(): Promise<void> {
   if (stopping) return;
   handler = built.app;
   logger.info({ url: config.publicUrl, database: handle.kind }, 'listening');
-  if (demo) printDemo(config.publicUrl, demo, created);
+  if (demo) printDemo(config.publicUrl, demo, created, config.DASHBOARD ?? true);
 }
 
 // Prints the access token, or stops the shell line with the token endpoint's own reason.
 const TOKEN_PARSE = `node -e 'const r = JSON.parse(require("fs").readFileSync(0)); if (!r.access_token) { console.error("token request failed: " + (r.error_description || r.error)); process.exit(1) } console.log(r.access_token)'`;
 
-function printDemo(url: string, d: DemoClient, created: boolean) {
+function printDemo(url: string, d: DemoClient, created: boolean, dashboard: boolean) {
   const token = `curl -s ${url}/connect/token -d grant_type=client_credentials -d tenant_key=${d.tenantKey} -d client_id=${d.clientId} -d client_secret=${d.clientSecret} -d scope=ServiceApi`;
   console.log(
     [
@@ -207,6 +207,9 @@ function printDemo(url: string, d: DemoClient, created: boolean) {
       `  Client id:     ${d.clientId}`,
       `  Client secret: ${d.clientSecret}`,
       `  GraphiQL:      ${url}/graphql    OpenAPI: ${url}/openapi.json`,
+      ...(dashboard
+        ? [`  Dashboard:     ${url}/dashboard (live when npm run provider:notify -- --subject E-1001 --bump posts a change)`]
+        : []),
       '',
       'Get a token and list subjects:',
       `  TOKEN=$(${token} | ${TOKEN_PARSE}) && curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v2/subject`,

@@ -265,6 +265,8 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     // The faults happened: every round found sessions of the service to terminate.
     expect(kills.length).toBeGreaterThanOrEqual(4);
     for (const k of kills) expect(k.terminated).toBeGreaterThan(0);
+    // Alive, and if not, what it printed says why.
+    expect(running(svc), output(svc)).toBe(true);
     expect(misanswered(outcomes)).toEqual([]);
     const lastKill = kills.at(-1)!.at;
     for (const kind of ['rest', 'graphql', 'write'] as const) {

@@ -37,6 +37,8 @@ export class FakeProvider {
   revoked = new Set<string>();
   /** Point ids the provider no longer returns. */
   hidden = new Set<string>();
+  /** When set, a subject's points of an extract come from here instead of the three generated ones. */
+  data: ((identifier: string, extractKey: string) => any[]) | undefined;
   private issued = new Set<string>();
   private server: Server | undefined;
 
@@ -56,6 +58,7 @@ export class FakeProvider {
 
   /** The points of one subject: Ids `<identifier>-<n>`, an Integer `value` (5, 40, 300 + version), a String, a Date. */
   pointsOf(identifier: string, extractKey: string): any[] {
+    if (this.data) return this.data(identifier, extractKey).filter((p) => !this.hidden.has(p.Id));
     return [1, 2, 3]
       .map((n) => ({
         Id: `${identifier}-${n}`,

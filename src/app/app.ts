@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { GraphQLError } from 'graphql';
 import { createYoga, maskError } from 'graphql-yoga';
+import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
 import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
 import { Admission } from '../http/admission.js';
@@ -15,6 +16,7 @@ import { authRoutes } from '../domains/auth/auth.routes.js';
 import { requireToken } from '../domains/auth/authenticate.js';
 import { TokenService } from '../domains/auth/tokens.js';
 import { DataCache } from '../domains/data/data-cache.js';
+import { DataChangeFeed } from '../domains/data/data-subscription.js';
 import { SecretBox } from '../domains/data/secret-box.js';
 import { OutboxSender } from '../domains/portal/outbox.sender.js';
 import {
@@ -40,6 +42,7 @@ import {
   staleDataExtension,
 } from '../http/graphql-plugins.js';
 import { graphiqlOptions } from '../http/graphiql.js';
+import { DASHBOARD_PATHS, dashboardRouter } from '../http/dashboard.js';
 import { boundedParser, graphqlRequestLimits, queryLimits } from '../http/graphql-limits.js';
 import { Metrics, type PoolStats } from '../http/metrics.js';
 import { openApiDocument } from '../http/openapi/openapi.js';
@@ -56,6 +59,8 @@ export interface App {
   /**
    * Starts the shutdown drain (issue 15): /readyz answers 503 from now on, so a load balancer stops
    * sending, and every response carries `Connection: close`, so kept-alive clients reconnect elsewhere.
+   * Live subscriptions end at once (SERVICE_UNAVAILABLE: subscribe again) and new ones are refused: a
+   * stream would hold its connection until the shutdown time-out cut it.
    */
   drain(): void;
   /** Stops background work (re-fetches, the invalidation listener, the outbox sender); the caller closes the database after. */
@@ -88,6 +93,9 @@ export async function buildApp({
   const bus = listen ? await EventBus.open(listen, logger) : undefined;
   const data = new DataCache(db, config, logger, new SecretBox(db, config.SECRETS_KEY));
   await data.start(bus);
+  // Live updates (dataPointsChanged): one bus subscription fanned out to every open subscription.
+  const dataChanges = new DataChangeFeed(db, { perClient: config.SUBSCRIPTIONS_PER_CLIENT }, logger);
+  dataChanges.start(bus);
   const outbox = new OutboxSender(db, config, logger);
   outbox.start(bus);
 
@@ -185,9 +193,19 @@ export async function buildApp({
   });
 
   const graphiql = config.GRAPHIQL ?? config.NODE_ENV !== 'production';
+  // The demo dashboard (issue 17): a page over the public GraphQL API, outside production like GraphiQL.
+  const dashboard = config.DASHBOARD ?? config.NODE_ENV !== 'production';
+  if (dashboard) app.use(dashboardRouter({ demoDefaults: config.NODE_ENV !== 'production' }));
   // One authentication and one context for REST routes and /graphql alike.
   const authenticateFor = (scopes: readonly Scope[]) => requireToken(db, tokens, scopes, (holder, res) => admission.gate(holder, res));
-  const contextOf = (req: Request): ContextInit => ({ db, principal: req.principal!, requestId: String(req.id), log: req.log, data });
+  const contextOf = (req: Request): ContextInit => ({
+    db,
+    principal: req.principal!,
+    requestId: String(req.id),
+    log: req.log,
+    data,
+    dataChanges,
+  });
   const yoga = createYoga<{ req: Request; res: Response }>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -211,6 +229,8 @@ export async function buildApp({
     },
     context: ({ req }) => createContext(contextOf(req)),
     plugins: [
+      // @defer and @stream (issue 17): incremental results over multipart/mixed or text/event-stream.
+      useDeferStream(),
       graphqlErrorsAnswer200,
       everyErrorCoded,
       boundedParser,
@@ -255,7 +275,13 @@ export async function buildApp({
       const accept = req.headers.accept;
       const page = graphiql && req.method === 'GET' && (accept ?? '').includes('text/html');
       if (accept && !page && !ACCEPTABLE.test(accept)) {
-        return next(new AppError(406, 'NOT_ACCEPTABLE', 'GraphQL answers application/json or application/graphql-response+json.'));
+        return next(
+          new AppError(
+            406,
+            'NOT_ACCEPTABLE',
+            'GraphQL answers application/json or application/graphql-response+json (text/event-stream or multipart/mixed for subscriptions and @defer/@stream).',
+          ),
+        );
       }
       if (req.method === 'POST' && !req.is('application/json')) {
         return next(new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', 'A GraphQL request body must be application/json.'));
@@ -285,6 +311,7 @@ export async function buildApp({
     ['/.well-known/jwks.json', ['get']],
     ['/.well-known/openid-configuration', ['get']],
     ['/.well-known/oauth-authorization-server', ['get']],
+    ...(dashboard ? DASHBOARD_PATHS.map((p): [string, string[]] => [p, ['get']]) : []),
   ]);
   for (const r of routes) known.set(r.path, [...(known.get(r.path) ?? []), r.method]);
   app.use(methodNotAllowed(known));
@@ -307,8 +334,10 @@ export async function buildApp({
     outbox,
     drain: () => {
       draining = true;
+      dataChanges.close();
     },
     close: async () => {
+      dataChanges.close();
       await outbox.close();
       await data.close();
       await bus?.close();

@@ -54,12 +54,16 @@ const envSchema = z
     GRAPHQL_MAX_DEPTH: z.coerce.number().int().min(15).max(100).default(20),
     GRAPHQL_MAX_COST: z.coerce.number().int().min(100).default(50000),
     GRAPHQL_MAX_BREADTH: z.coerce.number().int().min(50).default(1000),
+    /** Open GraphQL subscriptions one client (tenant and client id) may hold on one instance; past it, TOO_MANY_REQUESTS. */
+    SUBSCRIPTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(100),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** On SIGTERM: /readyz answers 503 and responses carry `Connection: close` for this long before the listener closes. */
     SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
     /** After the drain: in-flight requests get this long to finish before connections are cut. */
     SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(10000),
     GRAPHIQL: bool.optional(),
+    /** Serve the demo dashboard on GET /dashboard (default: outside production). */
+    DASHBOARD: bool.optional(),
     /** Serve Prometheus metrics on GET /metrics (no token). */
     METRICS: bool.default(true),
     /** base64url of 32 bytes: encrypts outbound provider secrets at rest. Unset: a key kept in the database. */

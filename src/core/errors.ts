@@ -17,6 +17,8 @@ export type ErrorCode =
   | 'TOO_MANY_REQUESTS'
   | 'SERVICE_UNAVAILABLE'
   | 'CLIENT_CLOSED_REQUEST'
+  /** A live subscription ended because its client fell too far behind (issue 17). */
+  | 'SLOW_CONSUMER'
   | 'INTERNAL_SERVER_ERROR';
 
 const TITLES: Record<number, string> = {

@@ -38,6 +38,8 @@ export interface Principal {
   configVersion: string;
   /** The tenant's data version when the request began (cached TotalCounts of queries). */
   dataVersion: string;
+  /** When the token expires (ms since the epoch); undefined: no expiry (a token without `exp`, or no token). Ends subscriptions. */
+  expiresAt?: number | undefined;
 }
 
 /** `*` in a client's configuration grants every permission. */

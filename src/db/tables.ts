@@ -227,6 +227,20 @@ export interface DataCacheTable {
   refetch_claimed_until: Date | null;
 }
 
+/**
+ * Every point of `data_cache.points` as a row (migration 0008), written with it (data.repository.ts): what
+ * aggregates read (docs/data-cache.md).
+ */
+export interface DataCachePointTable {
+  tenant_id: string;
+  extract_key: string;
+  subject_id: string;
+  /** The point's position in `data_cache.points` (1-based). */
+  ordinal: number;
+  /** `data_point_items(point)`: the items by key (first wins, nulls absent; DateTime {t}, Date {d}, Time {h}). */
+  items: Record<string, unknown>;
+}
+
 /** The one Kysely schema of the service. */
 export interface Database {
   signing_key: SigningKeyTable;
@@ -248,6 +262,7 @@ export interface Database {
   subject_value: SubjectValueTable;
   subject_location: SubjectLocationTable;
   data_cache: DataCacheTable;
+  data_cache_point: DataCachePointTable;
   portal_user: PortalUserTable;
   mail_outbox: MailOutboxTable;
 }

@@ -35,6 +35,8 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
   defaultFieldNullability: false,
   scopeAuth: {
     authScopes: (ctx) => ({ permission: (p: Permission) => hasPermission(ctx.principal, p) }),
+    // A subscription field's scopes are checked once, when it is subscribed to (not per event).
+    authorizeOnSubscribe: true,
     // D4: a missing permission is a FORBIDDEN error on that field only.
     unauthorizedError: (_parent, _ctx, _info, result) => new ForbiddenError(result.message),
   },
@@ -85,3 +87,4 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
 
 builder.queryType({});
 builder.mutationType({});
+builder.subscriptionType({});

@@ -1,15 +1,16 @@
 import type { Response } from 'express';
-import { GraphQLError } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
+import { BREAK, type DocumentNode, GraphQLError, getOperationAST, visit } from 'graphql';
+import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
-import type { DocumentNode } from 'graphql';
 import { type AppError, graphqlRendering, isRefusal } from '../core/errors.js';
 import { type Context, dataVersionFor } from '../graphql/context.js';
 import type { Admission } from './admission.js';
 
 // The Yoga plugins of /graphql: how errors answer (D4, issue 15), what a result carries (D10 stale data),
-// admission, and compilation of repeated documents. The D11 limits are in graphql-limits.ts.
+// admission, and compilation of repeated documents. The D11 limits are in graphql-limits.ts. A result may be
+// a stream (a subscription's events, the parts of a @defer/@stream query): each of its items is treated
+// as a single result would be.
 
 /**
  * Expected errors carry `extensions.http.status` for the REST mapping, but Yoga would answer a whole
@@ -29,7 +30,27 @@ export const graphqlErrorsAnswer200: Plugin = {
       errors: result.errors.map(graphqlRendering),
     });
   },
+  // A stream's items (the status is already sent): every error rendered as D4 says, the later parts of a
+  // @defer/@stream query included.
+  onExecute: () => ({ onExecuteDone: ({ result }) => (isAsyncIterable(result) ? { onNext: renderItemErrors } : undefined) }),
+  onSubscribe: () => ({ onSubscribeResult: ({ result }) => (isAsyncIterable(result) ? { onNext: renderItemErrors } : undefined) }),
 };
+
+interface StreamItem {
+  errors?: readonly GraphQLError[];
+  incremental?: readonly { errors?: readonly GraphQLError[] }[];
+}
+
+function renderItemErrors({ result, setResult }: { result: unknown; setResult: (r: never) => void }): void {
+  const item = result as StreamItem;
+  const rendered = (errors: readonly GraphQLError[] | undefined) => (errors?.length ? { errors: errors.map(graphqlRendering) } : {});
+  if (!item.errors?.length && !item.incremental?.some((i) => i.errors?.length)) return;
+  setResult({
+    ...item,
+    ...rendered(item.errors),
+    ...(item.incremental ? { incremental: item.incremental.map((i) => ({ ...i, ...rendered(i.errors) })) } : {}),
+  } as never);
+}
 
 /** The HTTP status and headers of a result in which nothing ran because the service refused it, if so. */
 export function wholeOperationRefusal(result: {
@@ -72,7 +93,8 @@ export const everyErrorCoded: Plugin = {
   },
 };
 
-export const ACCEPTABLE = /application\/(?:graphql-response\+)?json|application\/\*|\*\/\*|text\/event-stream/i;
+/** What /graphql answers: JSON, and for subscriptions and @defer/@stream parts, SSE or multipart/mixed. */
+export const ACCEPTABLE = /application\/(?:graphql-response\+)?json|application\/\*|\*\/\*|text\/event-stream|multipart\/mixed/i;
 
 /** Yoga's log arguments for pino: an Error (its original cause if wrapped) as `err`, the rest as `details`. */
 export function logArgs(args: unknown[]): Record<string, unknown> {
@@ -82,12 +104,26 @@ export function logArgs(args: unknown[]): Record<string, unknown> {
   return { ...(cause ? { err: cause } : {}), ...(details.length ? { details } : {}) };
 }
 
-/** D10: stale data served in this response, as `extensions.staleData`. */
+/**
+ * D10: stale data served in this response, as `extensions.staleData`; in a @defer/@stream query's parts,
+ * each part lists what was served stale since the part before it.
+ */
 export const staleDataExtension: Plugin = {
   onExecute({ args }) {
     return {
       onExecuteDone({ result, setResult }) {
         const stale = (args.contextValue as Partial<Context>).staleData;
+        if (isAsyncIterable(result)) {
+          const told = new Set<string>();
+          return {
+            onNext({ result: part, setResult: setPart }) {
+              const fresh = [...(stale ?? [])].filter(([k]) => !told.has(k));
+              if (fresh.length === 0) return;
+              for (const [k] of fresh) told.add(k);
+              setPart({ ...part, extensions: { ...part.extensions, staleData: fresh.map(([, v]) => v) } });
+            },
+          };
+        }
         if (!stale?.size || !('data' in result || 'errors' in result)) return;
         setResult({ ...result, extensions: { ...result.extensions, staleData: [...stale.values()] } });
       },
@@ -126,6 +162,8 @@ export function admissionControl(admission: Admission): Plugin {
  * graphql-jit for the documents a client repeats (a dashboard sends the same few): a document is compiled
  * on its second execution, so a stream of one-off documents costs no compilation; both the counts and the
  * compiled functions are bounded LRUs. Yoga's parser cache hands out one DocumentNode per query text.
+ * graphql-jit implements neither @defer nor @stream (it would inline the one and fail on the other) and
+ * subscriptions gain nothing from it: those run on Yoga's own executor.
  */
 export function compiledRepeatedDocuments(): Plugin {
   const seen = new LRUCache<DocumentNode, true>({ max: 1000 });
@@ -133,7 +171,8 @@ export function compiledRepeatedDocuments(): Plugin {
   return useGraphQlJit(
     {},
     {
-      enableIf: ({ document }) => {
+      enableIf: ({ document, operationName }) => {
+        if (usesIncrementalDelivery(document) || getOperationAST(document, operationName)?.operation === 'subscription') return false;
         if (seen.has(document)) return true;
         seen.set(document, true);
         return false;
@@ -141,4 +180,23 @@ export function compiledRepeatedDocuments(): Plugin {
       cache: compiled,
     },
   ) as Plugin;
+}
+
+const incremental = new WeakMap<DocumentNode, boolean>();
+
+/** Whether a document uses @defer or @stream anywhere (remembered per parsed document). */
+export function usesIncrementalDelivery(document: DocumentNode): boolean {
+  let uses = incremental.get(document);
+  if (uses === undefined) {
+    uses = false;
+    visit(document, {
+      Directive(node) {
+        if (node.name.value !== 'defer' && node.name.value !== 'stream') return undefined;
+        uses = true;
+        return BREAK;
+      },
+    });
+    incremental.set(document, uses);
+  }
+  return uses;
 }

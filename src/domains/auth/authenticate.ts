@@ -50,7 +50,7 @@ export async function authenticate(
       'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scopes.join(' ')}"`,
     });
   }
-  return principalOf(client, granted);
+  return { ...principalOf(client, granted), expiresAt: claims.expiresAt };
 }
 
 type StoredClient = NonNullable<Awaited<ReturnType<typeof findClientByTenantKey>>>;

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config.js';
 import { ProviderUnavailableError } from '../../core/errors.js';
@@ -88,7 +89,7 @@ export class CacheFetcher {
     const groups = [...byIdentifier.values()];
     for (let i = 0; i < groups.length; i += size) {
       const chunk = groups.slice(i, i + size).flat();
-      const run = () => this.fetchChunk(tenantId, extract, chunk, gen);
+      const run = () => this.fetchChunk(tenantId, extract, chunk, gen, limit !== undefined);
       const result = limit ? limit(run) : run();
       for (const w of chunk) {
         const key = cacheKey(tenantId, extract.key, w.subject.id);
@@ -112,6 +113,7 @@ export class CacheFetcher {
     extract: ExtractWithSource,
     wants: readonly Want[],
     gen: number,
+    background: boolean,
   ): Promise<Map<string, Outcome>> {
     const identifiers = [...new Set(wants.map((w) => w.subject.identifier))];
     let points: DataPoint[];
@@ -149,9 +151,14 @@ export class CacheFetcher {
         removedIds: w.removedIds.filter((id) => mine.some((p) => p.Id === id)),
       };
     });
+    // A background re-fetch that got other data than the row held tells live subscribers (a reader's
+    // fetch follows an invalidation they heard of already, or answers the reader who asked).
+    const changed = new Set(
+      background ? writes.filter((w, i) => !samePoints(wants[i]!.fallback?.points, w.points)).map((w) => w.subjectId) : [],
+    );
     let stored: Map<string, Date>;
     try {
-      stored = await this.store.write(tenantId, extract.key, extract.cache_epoch, writes, gen);
+      stored = await this.store.write(tenantId, extract.key, extract.cache_epoch, writes, gen, changed);
     } catch (e) {
       this.log.error({ err: e, extract: extract.key }, 'storing fetched data points failed');
       stored = new Map();
@@ -172,4 +179,9 @@ export class CacheFetcher {
       clientSecret: async () => (s.client_secret_enc ? this.secrets.open(s.client_secret_enc) : null),
     };
   }
+}
+
+/** Whether two sets of points are the same as stored (compared as JSON: absent and undefined properties alike). */
+function samePoints(before: readonly DataPoint[] | undefined, after: readonly DataPoint[]): boolean {
+  return before !== undefined && isDeepStrictEqual(JSON.parse(JSON.stringify(before)), JSON.parse(JSON.stringify(after)));
 }

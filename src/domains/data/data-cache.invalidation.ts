@@ -1,6 +1,7 @@
 import { defineTopic, publish } from '../../db/event-bus.js';
 import type { Db } from '../../db/tables.js';
 import { flagExtract } from './data.repository.js';
+import { publishDataPointsChange } from './data-points.events.js';
 
 /**
  * What changed: entries of some subjects (`s`, their ids) of one extract (`x`, its key) of one tenant
@@ -51,5 +52,6 @@ export async function publishInvalidation(trx: Db, given: Invalidation, m?: stri
 export async function invalidateExtract(trx: Db, tenantId: string, extractKey: string): Promise<number> {
   const n = await flagExtract(trx, tenantId, extractKey);
   await publishInvalidation(trx, { t: tenantId, x: extractKey, s: null });
+  await publishDataPointsChange(trx, { tenantId, extractKey, subjectIds: null, kind: 'REFRESHED' });
   return n;
 }

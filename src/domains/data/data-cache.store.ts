@@ -7,7 +7,8 @@ import type { DataCacheRow, Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import type { DataPoint } from './data-points.js';
 import { CACHE_INVALIDATED, type Invalidation, type InvalidationEvent, publishInvalidation } from './data-cache.invalidation.js';
-import { type CacheWrite, readCache, writeCache } from './data.repository.js';
+import { type CacheRowState, type CacheWrite, readCache, readCacheState, writeCache } from './data.repository.js';
+import { publishDataPointsChange } from './data-points.events.js';
 
 /** A subject as the cache sees it: its id and the provider's identifier of it (null: it has none). */
 export interface SubjectKey {
@@ -132,11 +133,50 @@ export class CacheStore {
   }
 
   /**
+   * Whether the PostgreSQL rows of some subjects of one extract hold a fresh set under their current
+   * identifier (the rows' points are not read): the ids of those that do, with their fetch times.
+   */
+  async freshRows(tenantId: string, extractKey: string, subjects: readonly SubjectKey[]): Promise<Map<string, Date>> {
+    const rows = new Map<string, CacheRowState>(
+      (
+        await readCacheState(
+          this.db,
+          tenantId,
+          extractKey,
+          subjects.map((s) => s.id),
+        )
+      ).map((r) => [r.subject_id, r]),
+    );
+    const fresh = new Map<string, Date>();
+    for (const s of subjects) {
+      const r = rows.get(s.id);
+      if (r?.has_points && r.fetched_at && !r.stale && r.subject_identifier === s.identifier && this.fresh(r.fetched_at))
+        fresh.set(s.id, r.fetched_at);
+    }
+    return fresh;
+  }
+
+  /**
    * Stores fetched sets in PostgreSQL, each only if nothing invalidated it since it was read (see
    * writeCache), and the stored ones in the LRU. Returns the stored ones' fetch times by subject id.
+   * The stored ones among `changed` (a background re-fetch that got other data) are announced to live
+   * subscribers in the same transaction (data-points.events.ts).
    */
-  async write(tenantId: string, extractKey: string, epoch: string, writes: readonly CacheWrite[], gen: number): Promise<Map<string, Date>> {
-    const stored = new Map((await writeCache(this.db, tenantId, extractKey, epoch, writes)).map((r) => [r.subject_id, r.fetched_at]));
+  async write(
+    tenantId: string,
+    extractKey: string,
+    epoch: string,
+    writes: readonly CacheWrite[],
+    gen: number,
+    changed: ReadonlySet<string> = new Set(),
+  ): Promise<Map<string, Date>> {
+    const rows = await inTransaction(this.db, async (trx) => {
+      const stored = await writeCache(trx, tenantId, extractKey, epoch, writes);
+      const announced = stored.filter((r) => changed.has(r.subject_id)).map((r) => r.subject_id);
+      if (announced.length > 0) await publishDataPointsChange(trx, { tenantId, extractKey, subjectIds: announced, kind: 'CHANGED' });
+      return stored;
+    });
+    const stored = new Map(rows.map((r) => [r.subject_id, r.fetched_at]));
     for (const w of writes) {
       const fetchedAt = stored.get(w.subjectId);
       if (fetchedAt) this.remember(tenantId, extractKey, { id: w.subjectId, identifier: w.identifier }, w.points, fetchedAt, gen);

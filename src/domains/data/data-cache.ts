@@ -14,6 +14,15 @@ import type { SecretBox } from './secret-box.js';
 export type { CachedPoints, Outcome, SubjectKey } from './data-cache.store.js';
 export type { Invalidation } from './data-cache.invalidation.js';
 
+/**
+ * Where a subject's set of one extract is, as fresh as a read would serve it (DataCache.locate): in the
+ * cache's rows (`data_cache` and its `data_cache_point` rows), or in memory (fetched for this request,
+ * served stale after a provider failure, or none for a subject without identifier). An Error: the
+ * provider failed and nothing is cached.
+ */
+export type Located =
+  { at: 'rows'; fetchedAt: Date } | { at: 'memory'; points: DataPoint[]; fetchedAt: Date | null; stale: boolean } | Error;
+
 declare module '../../graphql/context.js' {
   interface Context {
     /** The instance's data point cache (shared by requests; its per-request loaders live in the schema). */
@@ -116,6 +125,51 @@ export class DataCache {
     }
     for (const [id, p] of this.fetcher.fetch(tenantId, extract, wants, gen)) shared.push([id, p]);
     for (const [id, p] of shared) out.set(id, await p);
+    return out;
+  }
+
+  /**
+   * Makes sure some subjects' sets of one extract are as fresh as `load` would serve them, without
+   * reading the sets that are fresh in PostgreSQL already (aggregates read them there): fresh in the LRU
+   * or in their row, they are located in the rows; the others go through `load` (fetched in chunks,
+   * single-flight with concurrent readers, the older set served stale when the provider fails) and are
+   * located in the rows once stored, in memory otherwise (served stale, or not stored because an
+   * invalidation came first).
+   */
+  async locate(tenantId: string, extract: ExtractWithSource, subjects: readonly SubjectKey[]): Promise<Map<string, Located>> {
+    const out = new Map<string, Located>();
+    const unknown: SubjectKey[] = [];
+    for (const s of subjects) {
+      if (s.identifier === null) {
+        out.set(s.id, { at: 'memory', points: [], fetchedAt: null, stale: false });
+        continue;
+      }
+      // The LRU holds only sets that are what the row holds, dropped when the row is invalidated.
+      const hit = this.store.recall(tenantId, extract.key, s);
+      if (hit) out.set(s.id, { at: 'rows', fetchedAt: hit.fetchedAt! });
+      else unknown.push(s);
+    }
+    const fresh = await this.store.freshRows(tenantId, extract.key, unknown);
+    const rest = unknown.filter((s) => {
+      const fetchedAt = fresh.get(s.id);
+      if (fetchedAt) out.set(s.id, { at: 'rows', fetchedAt });
+      return !fetchedAt;
+    });
+    const loaded = await this.load(tenantId, extract, rest);
+    // What this request fetched is in the rows now, unless an invalidation came first (then it is served
+    // from memory, as a read serves it): the rows are read far faster than points sent along.
+    const stored = await this.store.freshRows(
+      tenantId,
+      extract.key,
+      rest.filter((s) => {
+        const o = loaded.get(s.id);
+        return o !== undefined && !(o instanceof Error) && !o.stale;
+      }),
+    );
+    for (const [id, o] of loaded) {
+      const fetchedAt = stored.get(id);
+      out.set(id, fetchedAt ? { at: 'rows', fetchedAt } : o instanceof Error ? o : { at: 'memory', ...o });
+    }
     return out;
   }
 

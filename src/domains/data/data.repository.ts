@@ -63,6 +63,32 @@ export async function readCache(db: Db, tenantId: string, extractKey: string, su
     .execute();
 }
 
+/** What a freshness check needs of some subjects' cache rows of one extract (no points: DataCache.locate). */
+export interface CacheRowState {
+  subject_id: string;
+  subject_identifier: string | null;
+  fetched_at: Date | null;
+  stale: boolean;
+  has_points: boolean;
+}
+
+/** The state of the cache rows of some subjects of one extract, without their points. */
+export async function readCacheState(
+  db: Db,
+  tenantId: string,
+  extractKey: string,
+  subjectIds: readonly string[],
+): Promise<CacheRowState[]> {
+  if (subjectIds.length === 0) return [];
+  return db
+    .selectFrom('data_cache')
+    .select(['subject_id', 'subject_identifier', 'fetched_at', 'stale', sql<boolean>`points IS NOT NULL`.as('has_points')])
+    .where('tenant_id', '=', tenantId)
+    .where('extract_key', '=', extractKey)
+    .where(sql<boolean>`subject_id = ANY(cast(${subjectIds} as uuid[]))`)
+    .execute();
+}
+
 export interface CacheWrite {
   subjectId: string;
   identifier: string;
@@ -99,7 +125,7 @@ export async function writeCache(
       .skipLocked()
       .executeTakeFirst();
     if (!extract || extract.cache_epoch !== epoch) return [];
-    return trx
+    const stored = await trx
       .insertInto('data_cache')
       .values(
         [...writes]
@@ -132,8 +158,33 @@ export async function writeCache(
           .where(sql<boolean>`data_cache.version = excluded.version - 1`),
       )
       .returning(['subject_id', 'version', 'fetched_at'])
-      .execute() as Promise<{ subject_id: string; version: string; fetched_at: Date }[]>;
+      .execute();
+    await rewritePoints(
+      trx,
+      tenantId,
+      [extractKey],
+      stored.map((r) => r.subject_id),
+    );
+    return stored as { subject_id: string; version: string; fetched_at: Date }[];
   });
+}
+
+/**
+ * Rewrites the `data_cache_point` rows of some entries from their `points` (migration 0008), in the
+ * caller's transaction: every statement that changes `data_cache.points` is followed by this one, so an
+ * aggregate reads exactly the cached sets (docs/data-cache.md).
+ */
+async function rewritePoints(db: Db, tenantId: string, extractKeys: readonly string[], subjectIds: readonly string[]): Promise<void> {
+  if (extractKeys.length === 0 || subjectIds.length === 0) return;
+  const entries = (q: string) =>
+    sql<boolean>`${sql.ref(`${q}.tenant_id`)} = ${tenantId} AND ${sql.ref(`${q}.extract_key`)} = ANY(cast(${extractKeys} as text[]))
+      AND ${sql.ref(`${q}.subject_id`)} = ANY(cast(${subjectIds} as uuid[]))`;
+  await sql`DELETE FROM data_cache_point p WHERE ${entries('p')}`.execute(db);
+  await sql`
+    INSERT INTO data_cache_point (tenant_id, extract_key, subject_id, ordinal, items)
+    SELECT c.tenant_id, c.extract_key, c.subject_id, x.n, data_point_items(x.p)
+    FROM data_cache c, jsonb_array_elements(c.points) WITH ORDINALITY AS x(p, n)
+    WHERE ${entries('c')} AND c.points IS NOT NULL`.execute(db);
 }
 
 /** Moves an extract's cache epoch (refresh, new options): fetches that read the old one store nothing. */
@@ -190,6 +241,8 @@ export async function flagSubject(
       }),
     )
     .execute();
+  // The removed points leave the aggregates' rows too.
+  if (removedIds.length > 0) await rewritePoints(db, tenantId, extractKeys, subjectIds);
 }
 
 /** Flags every cached entry of an extract stale (refresh, D10); returns how many. */

@@ -20,6 +20,7 @@ import {
   updateExtract,
 } from './data.repository.js';
 import { subjectsByIdentifier } from './subject-identifier.js';
+import { publishDataPointsChange } from './data-points.events.js';
 
 /** Bounds on one notification, so a body cannot hold unbounded work (413 covers the bytes). */
 const MAX_POINTS = MAX_LIST_ITEMS;
@@ -133,12 +134,15 @@ export async function reportDataChange(ctx: Context, input: DataChangeInput): Pr
   const extracts = (await findExtractsOfInboundClient(ctx.db, tenantId, clientId)).filter((x) => optionsMatch(x.options, filter));
   const removed = input.removedDataPointIdentifiers ?? [];
   const recreated = points.map((p) => p.Id);
+  // What live subscribers hear (dataPointsChanged): a report of removals only is REMOVED.
+  const kind = removed.length > 0 && points.length === 0 ? 'REMOVED' : 'CHANGED';
   await ctx.data.withInvalidation(async (trx, publish) => {
     for (const x of extracts) {
       const subjectIds = subjectsBySource.get(x.data_source_key) ?? [];
       if (subjectIds.length === 0) continue;
       await flagSubject(trx, tenantId, [x.key], subjectIds, removed, recreated);
       await publish({ t: tenantId, x: x.key, s: subjectIds });
+      await publishDataPointsChange(trx, { tenantId, extractKey: x.key, subjectIds, kind });
     }
   });
   return { flaggedDataExtractKeys: extracts.filter((x) => (subjectsBySource.get(x.data_source_key) ?? []).length > 0).map((x) => x.key) };
@@ -153,6 +157,7 @@ export async function refreshDataSet(ctx: Context, dataExtractKey: string): Prom
   const flaggedEntries = await ctx.data.withInvalidation(async (trx, publish) => {
     const n = await flagExtract(trx, tenantId, dataExtractKey);
     await publish({ t: tenantId, x: dataExtractKey, s: null });
+    await publishDataPointsChange(trx, { tenantId, extractKey: dataExtractKey, subjectIds: null, kind: 'REFRESHED' });
     return n;
   });
   return { dataExtractKey, flaggedEntries };
@@ -220,6 +225,7 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
     if (next.data_source_key !== existing.data_source_key || !isDeepStrictEqual(next.options, existing.options)) {
       await flagExtract(trx, tenantId, input.key);
       await publish({ t: tenantId, x: input.key, s: null });
+      await publishDataPointsChange(trx, { tenantId, extractKey: input.key, subjectIds: null, kind: 'REFRESHED' });
     }
     return updated;
   });

@@ -279,6 +279,16 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
   return q;
 }
 
+/** Which of `subjectIds` are located at the entity `entityKey` or anywhere below it (live updates filtered by entity). */
+export async function subjectsLocatedIn(db: Db, tenantId: string, entityKey: string, subjectIds: readonly string[]): Promise<string[]> {
+  if (subjectIds.length === 0) return [];
+  const rows = await subjectListQuery(db, tenantId, { entityKeys: [entityKey], descendants: true })
+    .where(sql<SqlBool>`s.id = ANY(cast(${subjectIds} as uuid[]))`)
+    .select('s.id')
+    .execute();
+  return rows.map((r) => r.id);
+}
+
 /**
  * The subjects matching a term with their relevance (D7: best match first), scoring each candidate the
  * trigram index finds once: `subject_id`, `score` (the best of its searchable values).

@@ -10,10 +10,8 @@ import { ErrorCollector, ValidationError } from '../../core/errors.js';
 import { requirePermission } from '../../core/permissions.js';
 import { type PageArgs, paginateLoaded } from '../../db/paging.js';
 import { StructuralEntityConnection, StructuralEntityRef, entityOrder } from '../structural-entity/structural-entity.schema.js';
-import { canonicalFilterValue } from './subject-values.js';
 import {
   type SubjectConfig,
-  type SubjectFilters,
   type SubjectOrder,
   cachedSubjectConfig,
   findLocations,
@@ -21,7 +19,14 @@ import {
   isUuid,
   pageSubjects,
 } from './subject.repository.js';
-import { addSubjectLocations, removeSubjectLocations, updateSubject, upsertSubject } from './subject.service.js';
+import {
+  type SubjectListInput,
+  addSubjectLocations,
+  removeSubjectLocations,
+  subjectFilters,
+  updateSubject,
+  upsertSubject,
+} from './subject.service.js';
 
 /** The tenant's subject fields, loaded once per request. */
 export const subjectConfig = createContextCache((ctx: Context) =>
@@ -100,7 +105,7 @@ const CustomFieldMatchEnum = builder.enumType('CustomFieldMatch', {
   values: { EXACT_ALL: { value: 'EXACT_ALL' }, EXACT_ANY: { value: 'EXACT_ANY' } } as const,
 });
 
-const CustomFieldValueFilterInput = builder.inputType('CustomFieldValueFilterInput', {
+export const CustomFieldValueFilterInput = builder.inputType('CustomFieldValueFilterInput', {
   fields: (t) => ({
     values: t.field({
       type: [
@@ -112,14 +117,6 @@ const CustomFieldValueFilterInput = builder.inputType('CustomFieldValueFilterInp
     match: t.field({ type: CustomFieldMatchEnum, description: 'EXACT_ALL (default): every key matches; EXACT_ANY: one does.' }),
   }),
 });
-
-export interface SubjectListInput {
-  structuralEntityKeys?: readonly string[] | null | undefined;
-  includeDescendants?: boolean | null | undefined;
-  searchTerm?: string | null | undefined;
-  customFieldValueFilter?:
-    { values?: readonly { key: string; values: readonly string[] }[] | null; match?: 'EXACT_ALL' | 'EXACT_ANY' | null } | null | undefined;
-}
 
 /** D6 OrderBy for subjects; with a search term and no OrderBy, best match first. */
 function subjectOrder(config: SubjectConfig, orderBy: string | null | undefined, searchTerm: string | undefined): SubjectOrder {
@@ -138,33 +135,9 @@ function subjectOrder(config: SubjectConfig, orderBy: string | null | undefined,
 export async function listSubjects(ctx: Context, input: SubjectListInput, args: PageArgs) {
   const config = await subjectConfig(ctx);
   const errors = new ErrorCollector();
-  const filterValues = input.customFieldValueFilter?.values ?? [];
-  const searchTerm = input.searchTerm ?? undefined;
-  if (searchTerm && filterValues.length > 0) errors.add('searchTerm', 'SearchTerm cannot be combined with a custom field value filter.');
-  const values: SubjectFilters['values'] = [];
-  for (const { key, values: raw } of filterValues) {
-    const at = `customFieldValueFilter.values[${key}]`;
-    const field = config.byKey.get(key);
-    if (!field) {
-      errors.add(at, `Unknown custom field '${key}'.`);
-      continue;
-    }
-    const texts: string[] = [];
-    for (const r of raw) {
-      const c = canonicalFilterValue(field, r);
-      if (c.ok) texts.push(c.text);
-      else errors.add(at, c.message);
-    }
-    values.push({ key, texts });
-  }
-  const order = subjectOrder(config, args.orderBy, searchTerm);
+  const filters = subjectFilters(config, input, errors);
+  const order = subjectOrder(config, args.orderBy, filters.searchTerm);
   errors.throwIfAny();
-
-  const filters: SubjectFilters = {
-    ...(input.structuralEntityKeys ? { entityKeys: input.structuralEntityKeys, descendants: input.includeDescendants ?? false } : {}),
-    ...(values.length > 0 ? { values, match: input.customFieldValueFilter?.match ?? 'EXACT_ALL' } : {}),
-    ...(searchTerm ? { searchTerm } : {}),
-  };
   return pageSubjects(ctx.db, ctx.principal.tenantId, config, filters, order, args, ctx.dataVersion);
 }
 

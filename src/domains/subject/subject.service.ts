@@ -7,9 +7,10 @@ import type { Context } from '../../graphql/context.js';
 import { findEntityIdsByKeys, findStructureTypes, shareLockEntitiesByKeys } from '../structural-entity/structural-entity.repository.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
-import { firstText, matchingKeyOf } from './subject-values.js';
+import { canonicalFilterValue, firstText, matchingKeyOf } from './subject-values.js';
 import {
   type SubjectConfig,
+  type SubjectFilters,
   addLocations,
   insertSubject,
   cachedSubjectConfig,
@@ -21,6 +22,42 @@ import {
   updateSubjectRow,
   writeSubjectValues,
 } from './subject.repository.js';
+
+export interface SubjectListInput {
+  structuralEntityKeys?: readonly string[] | null | undefined;
+  includeDescendants?: boolean | null | undefined;
+  searchTerm?: string | null | undefined;
+  customFieldValueFilter?:
+    { values?: readonly { key: string; values: readonly string[] }[] | null; match?: 'EXACT_ALL' | 'EXACT_ANY' | null } | null | undefined;
+}
+
+/** The D7 filters of a subject list, read against the tenant's fields; each problem is added to `errors`. */
+export function subjectFilters(config: SubjectConfig, input: SubjectListInput, errors: ErrorCollector): SubjectFilters {
+  const filterValues = input.customFieldValueFilter?.values ?? [];
+  const searchTerm = input.searchTerm ?? undefined;
+  if (searchTerm && filterValues.length > 0) errors.add('searchTerm', 'SearchTerm cannot be combined with a custom field value filter.');
+  const values: SubjectFilters['values'] = [];
+  for (const { key, values: raw } of filterValues) {
+    const at = `customFieldValueFilter.values[${key}]`;
+    const field = config.byKey.get(key);
+    if (!field) {
+      errors.add(at, `Unknown custom field '${key}'.`);
+      continue;
+    }
+    const texts: string[] = [];
+    for (const r of raw) {
+      const c = canonicalFilterValue(field, r);
+      if (c.ok) texts.push(c.text);
+      else errors.add(at, c.message);
+    }
+    values.push({ key, texts });
+  }
+  return {
+    ...(input.structuralEntityKeys ? { entityKeys: input.structuralEntityKeys, descendants: input.includeDescendants ?? false } : {}),
+    ...(values.length > 0 ? { values, match: input.customFieldValueFilter?.match ?? 'EXACT_ALL' } : {}),
+    ...(searchTerm ? { searchTerm } : {}),
+  };
+}
 
 export interface SentValue {
   key: string;

@@ -1,0 +1,202 @@
+import { type RawBuilder, sql } from 'kysely';
+import type { Db } from '../../db/tables.js';
+import { inTransaction } from '../../db/transaction.js';
+import { type SubjectFilters, subjectListQuery } from '../subject/subject.repository.js';
+import type { DataPoint } from './data-points.js';
+
+/** A subject an aggregate reads: what its provider identifier is derived from (subject-identifier.ts). */
+export interface AggregateSubject {
+  id: string;
+  external_id: string | null;
+  values: Record<string, unknown>;
+}
+
+/** The subjects matching the filters (D7), at most `limit`, by ExternalId then id; `values` only when asked for. */
+export async function findAggregateSubjects(
+  db: Db,
+  tenantId: string,
+  filters: SubjectFilters,
+  limit: number,
+  withValues: boolean,
+): Promise<AggregateSubject[]> {
+  const rows = await subjectListQuery(db, tenantId, filters)
+    .select(['s.id', 's.external_id'])
+    .$if(withValues, (q) => q.select('s.values'))
+    .orderBy(sql`s.external_id COLLATE "C"`)
+    .orderBy('s.id')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => ({ values: {}, ...r }) as AggregateSubject);
+}
+
+/** The keys of an entity's children, in code-point order. */
+export async function findChildKeys(db: Db, tenantId: string, parentKey: string): Promise<string[]> {
+  const rows = await db
+    .selectFrom('structural_entity')
+    .select('key')
+    .where('tenant_id', '=', tenantId)
+    .where('parent_key', '=', parentKey)
+    .orderBy(sql`key COLLATE "C"`)
+    .execute();
+  return rows.map((r) => r.key);
+}
+
+/** How an aggregate's points are grouped besides by bucket. */
+export type AggregateGrouping = { by: 'none' } | { by: 'item'; key: string } | { by: 'child'; parentKey: string };
+
+export interface AggregateQuery {
+  tenantId: string;
+  extractKey: string;
+  /** Subjects whose sets are read from `data_cache_point`. */
+  rowSubjectIds: readonly string[];
+  /** Subjects whose sets this request holds in memory (fetched now, or served stale). */
+  memorySets: readonly { subjectId: string; points: readonly DataPoint[] }[];
+  valueKey: string;
+  timeKey: string;
+  /**
+   * The buckets' N + 1 boundaries, `[from, start of bucket 2, …, start of bucket N, to)`: as instants
+   * (epoch ms, for DateTime items) and as day numbers (days since 1970-01-01, for Date items).
+   */
+  instantBounds: readonly number[];
+  dayBounds: readonly number[];
+  /** percentile_cont fractions to compute (none: no percentiles). */
+  percentiles: readonly number[];
+  grouping: AggregateGrouping;
+}
+
+/** One row of the answer: one bucket (1 … N) or the whole range (bucket null), of one group or of all. */
+export interface AggregateRow {
+  group: string | null;
+  /** Whether this row is of one group (false: of every point, whatever its group). */
+  grouped: boolean;
+  bucket: number | null;
+  count: number;
+  subjectCount: number;
+  /** The exact sum (numeric text, trailing zeros trimmed), null without values. */
+  sum: string | null;
+  average: number | null;
+  min: number | null;
+  max: number | null;
+  stddevSample: number | null;
+  percentiles: (number | null)[] | null;
+}
+
+/** The data types found where the query wanted other ones (null: none), over every point read. */
+export interface TypeProblems {
+  value: string | null;
+  time: string | null;
+  group: string | null;
+}
+
+/** A jsonb item's data type, from the shape `data_point_items` gives it (migration 0008). */
+const kindOf = (item: RawBuilder<unknown>) => sql<string>`CASE jsonb_typeof(${item})
+  WHEN 'string' THEN 'String' WHEN 'number' THEN 'Integer or Decimal' WHEN 'boolean' THEN 'Boolean'
+  WHEN 'object' THEN CASE WHEN ${item} ? 't' THEN 'DateTime' WHEN ${item} ? 'd' THEN 'Date' ELSE 'Time' END END`;
+
+const num = (n: unknown) => Number(n);
+const numOrNull = (n: unknown) => (n === null || n === undefined ? null : Number(n));
+
+/**
+ * The aggregates of one numeric item over the points of some subjects, per bucket of a time item and
+ * over the whole range, optionally per group (docs/data-cache.md, "Aggregating"): one statement over the
+ * points' rows, the arithmetic in PostgreSQL (exact numeric sums, float8 for the rest, percentile_cont).
+ * A point counts when its value item is a number and its time item falls into [from, to); its bucket is
+ * found by `width_bucket` among the boundaries, so no time zone is converted per point.
+ */
+export async function aggregatePoints(db: Db, q: AggregateQuery): Promise<{ rows: AggregateRow[]; problems: TypeProblems }> {
+  const n = q.instantBounds.length - 1;
+  const memory = JSON.stringify(q.memorySets.map((m) => ({ s: m.subjectId, p: m.points })));
+  const groupKey = q.grouping.by === 'item' ? q.grouping.key : null;
+  const grouped = groupKey !== null;
+  const percentiles =
+    q.percentiles.length > 0
+      ? sql`percentile_cont(cast(${q.percentiles} as float8[])) WITHIN GROUP (ORDER BY f) FILTER (WHERE inr)`
+      : sql`NULL::float8[]`;
+  const measures = sql`count(v) AS n, count(DISTINCT pts.sid) FILTER (WHERE inr) AS subjects, trim_scale(sum(v))::text AS sum,
+    avg(v)::float8 AS average, min(f) AS min, max(f) AS max, stddev_samp(f) AS stddev, ${percentiles} AS percentiles,
+    min(vbad) AS vbad, min(tbad) AS tbad, min(gbad) AS gbad`;
+  // Grouping sets by `inr` (in range) first: one sort gives the buckets and, rolled up, the whole range;
+  // points out of range, or without a usable value or time, land in groups the caller ignores.
+  const byGroup =
+    q.grouping.by === 'none'
+      ? undefined
+      : q.grouping.by === 'item'
+        ? { from: sql`pts`, g: sql.ref('pts.g') }
+        : { from: sql`pts JOIN member ON member.sid = pts.sid`, g: sql.ref('member.g') };
+  const member =
+    q.grouping.by === 'child'
+      ? sql`, parent AS (
+          SELECT id, depth FROM structural_entity WHERE tenant_id = ${q.tenantId} AND key = ${q.grouping.parentKey}
+        ), member AS (
+          -- The child of the parent on each location's path: the location itself one level below it.
+          SELECT DISTINCT l.subject_id AS sid, c.key AS g
+          FROM subject_location l
+          JOIN structural_entity e ON e.tenant_id = l.tenant_id AND e.id = l.structural_entity_id
+          JOIN parent ON e.depth > parent.depth AND e.path[parent.depth] = parent.id
+          JOIN structural_entity c ON c.tenant_id = l.tenant_id
+            AND c.id = CASE WHEN e.depth = parent.depth + 1 THEN e.id ELSE e.path[parent.depth + 1] END
+          WHERE l.tenant_id = ${q.tenantId}
+            AND l.subject_id = ANY(cast(${[...q.rowSubjectIds, ...q.memorySets.map((m) => m.subjectId)]} as uuid[]))
+        )`
+      : sql``;
+  const statement = sql<Record<string, unknown>>`
+    WITH src AS (
+      SELECT p.subject_id AS sid, p.items FROM data_cache_point p
+      WHERE p.tenant_id = ${q.tenantId} AND p.extract_key = ${q.extractKey} AND p.subject_id = ANY(cast(${q.rowSubjectIds} as uuid[]))
+      UNION ALL
+      SELECT (m->>'s')::uuid, data_point_items(x.p) FROM jsonb_array_elements(cast(${memory} as jsonb)) m, jsonb_array_elements(m->'p') AS x(p)
+    ), pts AS (
+      SELECT sid, v, v::float8 AS f, b, b BETWEEN 1 AND ${n} AS inr, ${grouped ? sql`g, gbad` : sql`NULL::text AS g, NULL::text AS gbad`}, vbad, tbad FROM (
+        SELECT sid, v,
+          CASE WHEN v IS NOT NULL THEN coalesce(
+            width_bucket(ms, cast(${q.instantBounds} as int8[])), width_bucket(day, cast(${q.dayBounds} as int8[]))) END AS b,
+          CASE WHEN v IS NULL AND vv IS NOT NULL THEN ${kindOf(sql.ref('vv'))} END AS vbad,
+          CASE WHEN ms IS NULL AND day IS NULL AND tv IS NOT NULL THEN ${kindOf(sql.ref('tv'))} END AS tbad
+          ${grouped ? sql`, CASE WHEN jsonb_typeof(gv) = 'string' THEN gv #>> '{}' END AS g, CASE WHEN jsonb_typeof(gv) <> 'string' THEN ${kindOf(sql.ref('gv'))} END AS gbad` : sql``}
+        FROM (
+          SELECT sid, vv, tv, CASE WHEN jsonb_typeof(vv) = 'number' THEN vv::numeric END AS v, (tv -> 't')::int8 AS ms, (tv -> 'd')::int8 AS day
+            ${grouped ? sql`, gv` : sql``}
+          FROM (
+            -- Each item looked up once per point (OFFSET 0: the planner would inline the lookups into every use).
+            SELECT sid, items -> ${q.valueKey} AS vv, items -> ${q.timeKey} AS tv ${grouped ? sql`, items -> ${groupKey} AS gv` : sql``} FROM src OFFSET 0
+          ) y OFFSET 0
+        ) x
+      ) w
+    ) ${member}
+    SELECT false AS grouped, NULL::text AS g, GROUPING(b) AS rolled, inr, b, ${measures}
+    FROM pts GROUP BY GROUPING SETS ((inr, b), (inr))
+    ${
+      byGroup
+        ? sql`UNION ALL SELECT true, ${byGroup.g}, GROUPING(b), inr, b, ${measures} FROM ${byGroup.from}
+            WHERE ${byGroup.g} IS NOT NULL GROUP BY GROUPING SETS ((inr, ${byGroup.g}, b), (inr, ${byGroup.g}))`
+        : sql``
+    }`;
+  const result = await inTransaction(db, async (trx) => {
+    // One statement over tens of thousands of rows: compiling it (JIT) costs more than running it, and
+    // its sorts fit in memory with a little more than the default work_mem.
+    await sql`SELECT set_config('jit', 'off', true), set_config('work_mem', '32MB', true)`.execute(trx);
+    return statement.execute(trx);
+  });
+  const problems: TypeProblems = { value: null, time: null, group: null };
+  const rows: AggregateRow[] = [];
+  for (const r of result.rows) {
+    problems.value ??= (r['vbad'] as string | null) ?? null;
+    problems.time ??= (r['tbad'] as string | null) ?? null;
+    problems.group ??= (r['gbad'] as string | null) ?? null;
+    if (r['inr'] !== true) continue;
+    rows.push({
+      group: (r['g'] as string | null) ?? null,
+      grouped: r['grouped'] === true,
+      bucket: num(r['rolled']) === 1 ? null : num(r['b']),
+      count: num(r['n']),
+      subjectCount: num(r['subjects']),
+      sum: (r['sum'] as string | null) ?? null,
+      average: numOrNull(r['average']),
+      min: numOrNull(r['min']),
+      max: numOrNull(r['max']),
+      stddevSample: numOrNull(r['stddev']),
+      percentiles: r['percentiles'] === null || r['percentiles'] === undefined ? null : (r['percentiles'] as unknown[]).map(numOrNull),
+    });
+  }
+  return { rows, problems };
+}

@@ -1,0 +1,196 @@
+import { GraphQLFloat, type GraphQLResolveInfo, GraphQLList, GraphQLNonNull, Kind, type SelectionSetNode, valueFromAST } from 'graphql';
+import { builder } from '../../graphql/builder.js';
+import { SEARCH_COST } from '../../graphql/connections.js';
+import { StructuralEntityRef } from '../structural-entity/structural-entity.schema.js';
+import { CustomFieldValueFilterInput, SubjectRef } from '../subject/subject.schema.js';
+import {
+  type AggregateGroup,
+  type Aggregates,
+  type Aggregation,
+  type Bucket,
+  type Coverage,
+  type DataPointAggregatesInput,
+  MAX_AGGREGATE_SUBJECTS,
+  MAX_BUCKETS,
+  MAX_GROUPS,
+  MAX_UNAVAILABLE_LISTED,
+  aggregateDataPoints,
+  bucketCount,
+} from './data-aggregate.service.js';
+
+// Issue 17: aggregates of data points over the hierarchy and time (P57–P59, docs/data-cache.md "Aggregating").
+// Names follow PostGraphile's pg-aggregates: `aggregates` over everything, `groupedAggregates` per group;
+// a bucket has a typed start (its first local date, and that instant) rather than a string key.
+
+const AggregateIntervalEnum = builder.enumType('AggregateInterval', {
+  description: 'Calendar buckets in the time zone: a day, an ISO week (from Monday), a month, a year.',
+  values: { DAY: { value: 'DAY' }, WEEK: { value: 'WEEK' }, MONTH: { value: 'MONTH' }, YEAR: { value: 'YEAR' } } as const,
+});
+
+const AggregateGroupByEnum = builder.enumType('AggregateGroupBy', {
+  values: {
+    CHILD_ENTITY: { value: 'CHILD_ENTITY', description: 'One group per child of structuralEntityKey (its subtree).' },
+    ITEM: { value: 'ITEM', description: 'One group per value of the String item groupByItemKey.' },
+  } as const,
+});
+
+const DataPointAggregatesInputRef = builder.inputType('DataPointAggregatesInput', {
+  fields: (t) => ({
+    extractKey: t.string({ required: true }),
+    valueItemKey: t.string({ required: true, description: 'The item to aggregate: Integer or Decimal.' }),
+    timeItemKey: t.string({ required: true, description: 'The item that places a point in time: Date or DateTime.' }),
+    interval: t.field({ type: AggregateIntervalEnum, required: true }),
+    from: t.string({ required: true, description: 'First local date of the range (yyyy-MM-dd), included.' }),
+    to: t.string({ required: true, description: 'Local date the range ends before (yyyy-MM-dd), excluded.' }),
+    timeZone: t.string({ defaultValue: 'UTC', description: 'IANA time zone of the dates and buckets.' }),
+    structuralEntityKey: t.string({ description: "The subjects of this entity (and its descendants'); required by CHILD_ENTITY." }),
+    includeDescendants: t.boolean({ defaultValue: true, description: 'Also subjects located below the entities.' }),
+    structuralEntityKeys: t.stringList({ description: 'As subjects(structuralEntityKeys): subjects located at any of them.' }),
+    customFieldValueFilter: t.field({ type: CustomFieldValueFilterInput, description: 'As subjects(customFieldValueFilter).' }),
+    groupBy: t.field({ type: AggregateGroupByEnum }),
+    groupByItemKey: t.string({ description: 'With groupBy ITEM: a String item of the points.' }),
+    maxGroups: t.int({
+      description: `At most this many groups (1 to ${MAX_GROUPS}, default ${MAX_GROUPS}); more is BAD_REQUEST. The cost counts buckets × maxGroups.`,
+    }),
+  }),
+});
+
+/** `percentiles(p)` takes this. */
+const FRACTIONS = new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(GraphQLFloat)));
+
+/** Every fraction a `percentiles(p)` field asks for anywhere below the aggregation: one statement computes them all. */
+function requestedPercentiles(info: GraphQLResolveInfo): number[] {
+  const found = new Set<number>();
+  const fragments = new Set<string>();
+  const visit = (set: SelectionSetNode | undefined) => {
+    for (const s of set?.selections ?? []) {
+      if (s.kind === Kind.FIELD) {
+        const p = s.name.value === 'percentiles' ? s.arguments?.find((a) => a.name.value === 'p') : undefined;
+        const values: unknown = p ? valueFromAST(p.value, FRACTIONS, info.variableValues) : undefined;
+        if (Array.isArray(values)) for (const v of values) found.add(v as number);
+        visit(s.selectionSet);
+      } else if (s.kind === Kind.INLINE_FRAGMENT) visit(s.selectionSet);
+      else if (!fragments.has(s.name.value)) {
+        fragments.add(s.name.value);
+        visit(info.fragments[s.name.value]?.selectionSet);
+      }
+    }
+  };
+  for (const node of info.fieldNodes) visit(node.selectionSet);
+  return [...found];
+}
+
+const DataPointAggregatesRef = builder.objectRef<Aggregates>('DataPointAggregates').implement({
+  description: 'Aggregates of the value item over the points counted (those with a number in the range).',
+  fields: (t) => ({
+    count: t.exposeInt('count', { description: 'Points counted.' }),
+    subjectCount: t.exposeInt('subjectCount', { description: 'Subjects with at least one point counted.' }),
+    sum: t.float({
+      nullable: true,
+      description: 'The sum as the nearest Float (null without points); sumText is exact.',
+      resolve: (a) => (a.sumText === null ? null : Number(a.sumText)),
+    }),
+    sumText: t.string({
+      nullable: true,
+      description: "The exact sum of the values as sent (decimal text, PostgreSQL numeric): a Decimal sum without a Float's rounding.",
+      resolve: (a) => a.sumText,
+    }),
+    average: t.float({ nullable: true, resolve: (a) => a.average }),
+    min: t.float({ nullable: true, resolve: (a) => a.min }),
+    max: t.float({ nullable: true, resolve: (a) => a.max }),
+    stddevSample: t.float({
+      nullable: true,
+      description: 'Sample standard deviation (null below two points).',
+      resolve: (a) => a.stddevSample,
+    }),
+    percentiles: t.field({
+      type: ['Float'],
+      nullable: { list: false, items: true },
+      description:
+        "Continuous percentiles (PostgreSQL's percentile_cont) for fractions p from 0 to 1, in the order asked; null without points.",
+      args: { p: t.arg.floatList({ required: true }) },
+      resolve: (a, { p }) => p.map((f) => a.percentiles.get(f) ?? null),
+    }),
+  }),
+});
+
+const DataPointBucketRef = builder.objectRef<Bucket>('DataPointBucket').implement({
+  description: 'One calendar bucket of the range; every bucket is present, empty ones with count 0.',
+  fields: (t) => ({
+    start: t.exposeString('start', {
+      description:
+        "The bucket's first local date (yyyy-MM-dd): its day, the Monday of its ISO week, the first of its month or year. The first and last buckets count only the points within [from, to).",
+    }),
+    startsAt: t.exposeString('startsAt', { description: 'The first instant of that date in the time zone (ISO 8601, UTC).' }),
+    aggregates: t.field({ type: DataPointAggregatesRef, resolve: (b) => b.aggregates }),
+  }),
+});
+
+const DataPointAggregateGroupRef = builder.objectRef<AggregateGroup>('DataPointAggregateGroup').implement({
+  fields: (t) => ({
+    key: t.exposeString('key', { description: 'The child entity key, or the item value.' }),
+    structuralEntity: t.field({
+      type: StructuralEntityRef,
+      nullable: true,
+      authScopes: { permission: 'View:StructuralEntity' },
+      description: 'The child entity (groups by CHILD_ENTITY).',
+      resolve: (g) => g.entityKey,
+    }),
+    aggregates: t.field({ type: DataPointAggregatesRef, resolve: (g) => g.aggregates }),
+    buckets: t.field({ type: [DataPointBucketRef], resolve: (g) => g.buckets }),
+  }),
+});
+
+const DataPointCoverageRef = builder.objectRef<Coverage>('DataPointCoverage').implement({
+  description: 'Which subjects the aggregates cover (D10: never silently partial).',
+  fields: (t) => ({
+    subjectCount: t.exposeInt('subjectCount', { description: 'Subjects the filters select.' }),
+    contributingSubjectCount: t.exposeInt('contributingSubjectCount', { description: 'Subjects with at least one point counted.' }),
+    staleSubjectCount: t.exposeInt('staleSubjectCount', {
+      description: 'Subjects whose older data was used because their provider failed (listed in extensions.staleData).',
+    }),
+    unavailableSubjectCount: t.exposeInt('unavailableSubjectCount', {
+      description: 'Subjects left out: their provider failed and nothing was cached.',
+    }),
+    unavailableSubjects: t.field({
+      type: [SubjectRef],
+      description: `The first ${MAX_UNAVAILABLE_LISTED} of them, by ExternalId.`,
+      resolve: (c) => c.unavailableSubjectIds,
+    }),
+  }),
+});
+
+const DataPointAggregationRef = builder.objectRef<Aggregation>('DataPointAggregation').implement({
+  fields: (t) => ({
+    aggregates: t.field({ type: DataPointAggregatesRef, description: 'Over the whole range.', resolve: (a) => a.aggregates }),
+    buckets: t.field({ type: [DataPointBucketRef], resolve: (a) => a.buckets }),
+    groupedAggregates: t.field({
+      type: [DataPointAggregateGroupRef],
+      description:
+        'Per group, in key order (empty without groupBy). Groups by child entity list every child; a subject located under several is in each.',
+      resolve: (a) => a.groupedAggregates,
+    }),
+    coverage: t.field({ type: DataPointCoverageRef, resolve: (a) => a.coverage }),
+  }),
+});
+
+/** An aggregate costs like a search, and its selection once per bucket and group (P59). */
+export const AGGREGATE_COST = SEARCH_COST;
+
+function aggregateComplexity(input: DataPointAggregatesInput | undefined) {
+  const buckets = input ? (bucketCount(input.interval, input.from, input.to) ?? 1) : 1;
+  const groups = input?.groupBy ? Math.min(Math.max(Math.trunc(Number(input.maxGroups ?? MAX_GROUPS)) || 1, 1), MAX_GROUPS) : 1;
+  return { field: AGGREGATE_COST, multiplier: Math.min(buckets, MAX_BUCKETS) * groups };
+}
+
+builder.queryField('dataPointAggregates', (t) =>
+  t.field({
+    type: DataPointAggregationRef,
+    nullable: true,
+    description: `Aggregates of one numeric item of an extract's data points over a set of subjects (at most ${MAX_AGGREGATE_SUBJECTS}), by calendar bucket of a time item in a time zone, optionally grouped; as fresh as reading them (D10). View:DataExtract and List:Subject.`,
+    authScopes: { permission: 'View:DataExtract' },
+    complexity: (args) => aggregateComplexity(args.input as DataPointAggregatesInput | undefined),
+    args: { input: t.arg({ type: DataPointAggregatesInputRef, required: true }) },
+    resolve: (_root, { input }, ctx, info) => aggregateDataPoints(ctx, input, requestedPercentiles(info)),
+  }),
+);

@@ -1,0 +1,346 @@
+import { ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
+import { type CalendarUnit, dayNumber, dayText, ianaTimeZone, nextPeriod, periodStart, startOfDay, zoneOffsets } from '../../core/dates.js';
+import { requirePermission } from '../../core/permissions.js';
+import type { SubjectRow } from '../../db/tables.js';
+import type { Context } from '../../graphql/context.js';
+import { findEntitiesByKeys } from '../structural-entity/structural-entity.repository.js';
+import { cachedSubjectConfig } from '../subject/subject.repository.js';
+import { type SubjectListInput, subjectFilters } from '../subject/subject.service.js';
+import type { Located } from './data-cache.js';
+import type { DataPoint } from './data-points.js';
+import {
+  type AggregateGrouping,
+  type AggregateRow,
+  aggregatePoints,
+  findAggregateSubjects,
+  findChildKeys,
+} from './data-aggregate.repository.js';
+import { findExtracts } from './data.repository.js';
+import { identifierOf } from './subject-identifier.js';
+
+/** Buckets one aggregate may have (P59). */
+export const MAX_BUCKETS = 1000;
+/** Groups one aggregate may have (P59); `maxGroups` lowers it (and the cost). */
+export const MAX_GROUPS = 100;
+/** Subjects one aggregate may read (P59): a bound on its work, whatever the filters. */
+export const MAX_AGGREGATE_SUBJECTS = 10_000;
+/** Distinct percentiles one aggregate may compute. */
+export const MAX_PERCENTILES = 20;
+/** Unavailable subjects listed in the coverage (all are counted). */
+export const MAX_UNAVAILABLE_LISTED = 100;
+const MIN_YEAR = 1900;
+
+export type AggregateInterval = CalendarUnit;
+
+/** `dataPointAggregates(input)` as GraphQL gives it. */
+export interface DataPointAggregatesInput {
+  extractKey: string;
+  valueItemKey: string;
+  timeItemKey: string;
+  interval: AggregateInterval;
+  from: string;
+  to: string;
+  timeZone?: string | null | undefined;
+  structuralEntityKey?: string | null | undefined;
+  includeDescendants?: boolean | null | undefined;
+  structuralEntityKeys?: readonly string[] | null | undefined;
+  customFieldValueFilter?: SubjectListInput['customFieldValueFilter'];
+  groupBy?: 'CHILD_ENTITY' | 'ITEM' | null | undefined;
+  groupByItemKey?: string | null | undefined;
+  maxGroups?: number | null | undefined;
+}
+
+/** The aggregates of some points (one bucket or a whole range, of all points or of one group). */
+export interface Aggregates {
+  count: number;
+  subjectCount: number;
+  sumText: string | null;
+  average: number | null;
+  min: number | null;
+  max: number | null;
+  stddevSample: number | null;
+  /** percentile_cont by fraction, for every fraction the request selects. */
+  percentiles: Map<number, number | null>;
+}
+
+export interface Bucket {
+  /** The bucket's first local date (yyyy-MM-dd): the calendar start of its day, week, month or year. */
+  start: string;
+  /** The first instant of that date in the time zone (ISO 8601, UTC). */
+  startsAt: string;
+  aggregates: Aggregates;
+}
+
+export interface AggregateGroup {
+  key: string;
+  /** The child entity's key (groups by child entity). */
+  entityKey: string | null;
+  aggregates: Aggregates;
+  buckets: Bucket[];
+}
+
+export interface Coverage {
+  subjectCount: number;
+  contributingSubjectCount: number;
+  staleSubjectCount: number;
+  unavailableSubjectCount: number;
+  /** The first MAX_UNAVAILABLE_LISTED of them, by ExternalId. */
+  unavailableSubjectIds: string[];
+}
+
+export interface Aggregation {
+  aggregates: Aggregates;
+  buckets: Bucket[];
+  groupedAggregates: AggregateGroup[];
+  coverage: Coverage;
+}
+
+/** The calendar side of an aggregate: its buckets and their boundaries. */
+interface BucketPlan {
+  /** Each bucket's first day (day numbers; the first may lie before `from`). */
+  starts: number[];
+  /** [from, start of bucket 2, …, start of bucket N, to): day numbers and instants. */
+  dayBounds: number[];
+  instantBounds: number[];
+  /** Each bucket's start as an instant. */
+  startsAt: number[];
+}
+
+/**
+ * How many buckets [from, to) has at `interval` (undefined when the dates are not valid): the cost rule
+ * counts them before anything runs.
+ */
+export function bucketCount(interval: AggregateInterval, from: string, to: string): number | undefined {
+  const f = dayNumber(from);
+  const t = dayNumber(to);
+  if (f === undefined || t === undefined || t <= f) return undefined;
+  let n = 0;
+  for (let s = periodStart(interval, f); s < t && n <= MAX_BUCKETS; s = nextPeriod(interval, s)) n++;
+  return n;
+}
+
+function planBuckets(interval: AggregateInterval, from: number, to: number, zone: string): BucketPlan {
+  const starts: number[] = [];
+  for (let s = periodStart(interval, from); s < to; s = nextPeriod(interval, s)) starts.push(s);
+  const dayBounds = [from, ...starts.slice(1), to];
+  const offsets = zoneOffsets(zone);
+  const instant = new Map<number, number>();
+  const at = (day: number) => {
+    let t = instant.get(day);
+    if (t === undefined) instant.set(day, (t = startOfDay(day, offsets)));
+    return t;
+  };
+  return { starts, dayBounds, instantBounds: dayBounds.map(at), startsAt: starts.map(at) };
+}
+
+const EMPTY: Omit<Aggregates, 'percentiles'> = {
+  count: 0,
+  subjectCount: 0,
+  sumText: null,
+  average: null,
+  min: null,
+  max: null,
+  stddevSample: null,
+};
+
+function aggregatesOf(row: AggregateRow | undefined, fractions: readonly number[]): Aggregates {
+  const percentiles = new Map(fractions.map((p, i) => [p, row?.percentiles?.[i] ?? null]));
+  if (!row || row.count === 0) return { ...EMPTY, percentiles };
+  return {
+    count: row.count,
+    subjectCount: row.subjectCount,
+    sumText: row.sum,
+    average: row.average,
+    min: row.min,
+    max: row.max,
+    stddevSample: row.stddevSample,
+    percentiles,
+  };
+}
+
+/** Code-point order (UTF-8 bytes), as keys order everywhere (D6). */
+const byCodePoint = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
+/**
+ * `dataPointAggregates` (issue 17, P57): one numeric item of one extract's points, over a set of subjects,
+ * bucketed by a time item in a time zone, optionally grouped. The subjects' sets are made as fresh as a
+ * read would serve them (DataCache.locate: fetched in provider chunks, single-flight, stale on failure),
+ * then aggregated in PostgreSQL. `fractions`: the percentiles the request selects anywhere.
+ */
+export async function aggregateDataPoints(
+  ctx: Context,
+  input: DataPointAggregatesInput,
+  fractions: readonly number[],
+): Promise<Aggregation> {
+  requirePermission(ctx.principal, 'View:DataExtract');
+  requirePermission(ctx.principal, 'List:Subject');
+  const tenantId = ctx.principal.tenantId;
+
+  // 404: the extract, and the entity the request names.
+  const [extract] = await findExtracts(ctx.db, tenantId, [input.extractKey]);
+  if (!extract) throw new NotFoundError(`No data extract has the key '${input.extractKey}'.`);
+  const entityKey = input.structuralEntityKey ?? undefined;
+  if (entityKey !== undefined && (await findEntitiesByKeys(ctx.db, tenantId, [entityKey])).length === 0)
+    throw new NotFoundError(`No structural entity has the key '${entityKey}'.`);
+
+  // 400: the input.
+  const errors = new ErrorCollector();
+  const zone = ianaTimeZone(input.timeZone ?? 'UTC');
+  if (!zone) errors.add('timeZone', `'${input.timeZone}' is not an IANA time zone name (such as Europe/Berlin or UTC).`);
+  const from = dayNumber(input.from);
+  const to = dayNumber(input.to);
+  const inYears = (d: number | undefined) => d !== undefined && Number(dayText(d).slice(0, 4)) >= MIN_YEAR;
+  if (!inYears(from)) errors.add('from', `from must be a date yyyy-MM-dd from ${MIN_YEAR}-01-01 on.`);
+  if (!inYears(to)) errors.add('to', `to must be a date yyyy-MM-dd from ${MIN_YEAR}-01-01 on.`);
+  else if (from !== undefined && to! <= from) errors.add('to', 'to must be after from: the range is [from, to).');
+  const buckets = bucketCount(input.interval, input.from, input.to);
+  if (buckets !== undefined && buckets > MAX_BUCKETS)
+    errors.add(
+      'interval',
+      `The range has more than ${MAX_BUCKETS} ${input.interval} buckets; choose a longer interval or a shorter range.`,
+    );
+  const maxGroups = input.maxGroups ?? MAX_GROUPS;
+  if (!Number.isInteger(maxGroups) || maxGroups < 1 || maxGroups > MAX_GROUPS)
+    errors.add('maxGroups', `maxGroups must be 1 to ${MAX_GROUPS}.`);
+  if (entityKey !== undefined && input.structuralEntityKeys)
+    errors.add('structuralEntityKeys', 'Give structuralEntityKey or structuralEntityKeys, not both.');
+  if (input.groupBy === 'CHILD_ENTITY') {
+    if (entityKey === undefined)
+      errors.add('groupBy', 'groupBy CHILD_ENTITY needs structuralEntityKey: the entity whose children are the groups.');
+    if (input.includeDescendants === false) errors.add('includeDescendants', 'groupBy CHILD_ENTITY reads the subjects below the entity.');
+  }
+  if (input.groupBy === 'ITEM' && !input.groupByItemKey) errors.add('groupByItemKey', 'groupBy ITEM needs groupByItemKey.');
+  if (input.groupBy !== 'ITEM' && input.groupByItemKey) errors.add('groupByItemKey', 'groupByItemKey goes with groupBy ITEM.');
+  if (fractions.length > MAX_PERCENTILES) errors.add('p', `At most ${MAX_PERCENTILES} distinct percentiles in one request.`);
+  if (fractions.some((p) => !(p >= 0 && p <= 1))) errors.add('p', 'A percentile is a fraction from 0 to 1.');
+  const config = await cachedSubjectConfig(ctx.db, tenantId, ctx.principal.configVersion);
+  const filters = subjectFilters(
+    config,
+    {
+      structuralEntityKeys: entityKey !== undefined ? [entityKey] : input.structuralEntityKeys,
+      includeDescendants: input.includeDescendants ?? true,
+      customFieldValueFilter: input.customFieldValueFilter,
+    },
+    errors,
+  );
+  let children: string[] = [];
+  if (input.groupBy === 'CHILD_ENTITY' && entityKey !== undefined) {
+    children = await findChildKeys(ctx.db, tenantId, entityKey);
+    if (children.length > maxGroups)
+      errors.add('structuralEntityKey', `The entity has ${children.length} children, more groups than maxGroups (${maxGroups}).`);
+  }
+  errors.throwIfAny();
+
+  const mode = extract.source.subject_identifier;
+  const subjects = await findAggregateSubjects(
+    ctx.db,
+    tenantId,
+    filters,
+    MAX_AGGREGATE_SUBJECTS + 1,
+    mode !== 'ExternalId' && mode !== 'Id',
+  );
+  if (subjects.length > MAX_AGGREGATE_SUBJECTS)
+    throw ValidationError.at('input', `The filters select more than ${MAX_AGGREGATE_SUBJECTS} subjects; narrow them.`);
+  const keys = subjects.map((s) => ({ id: s.id, identifier: identifierOf(mode, s as SubjectRow, config) }));
+  const located = await ctx.data.locate(tenantId, extract, keys);
+
+  const rowSubjectIds: string[] = [];
+  const memorySets: { subjectId: string; points: DataPoint[] }[] = [];
+  const unavailable: string[] = [];
+  let stale = 0;
+  let firstError: Error | undefined;
+  keys.forEach((k) => {
+    const l: Located | undefined = located.get(k.id);
+    if (!l) return;
+    if (l instanceof Error) {
+      unavailable.push(k.id);
+      firstError ??= l;
+    } else if (l.at === 'rows') rowSubjectIds.push(k.id);
+    else {
+      if (l.stale && k.identifier !== null) {
+        stale++;
+        ctx.staleData.set(`${extract.key}\u0001${k.identifier}`, {
+          extractKey: extract.key,
+          subjectIdentifier: k.identifier,
+          fetchedAt: l.fetchedAt!.toISOString(),
+        });
+      }
+      if (l.points.length > 0) memorySets.push({ subjectId: k.id, points: l.points });
+    }
+  });
+  // D10 as for reads: nothing at all could be served. Some subjects missing is reported in the coverage.
+  const withIdentifier = keys.filter((k) => k.identifier !== null).length;
+  if (firstError && unavailable.length === withIdentifier) throw firstError;
+
+  const plan = planBuckets(input.interval, from!, to!, zone!);
+  const grouping: AggregateGrouping =
+    input.groupBy === 'ITEM'
+      ? { by: 'item', key: input.groupByItemKey! }
+      : input.groupBy === 'CHILD_ENTITY'
+        ? { by: 'child', parentKey: entityKey! }
+        : { by: 'none' };
+  const { rows, problems } = await aggregatePoints(ctx.db, {
+    tenantId,
+    extractKey: extract.key,
+    rowSubjectIds,
+    memorySets,
+    valueKey: input.valueItemKey,
+    timeKey: input.timeItemKey,
+    instantBounds: plan.instantBounds,
+    dayBounds: plan.dayBounds,
+    percentiles: fractions,
+    grouping,
+  });
+  if (problems.value)
+    errors.add('valueItemKey', `The item '${input.valueItemKey}' holds ${problems.value} values; aggregates need Integer or Decimal.`);
+  if (problems.time)
+    errors.add('timeItemKey', `The item '${input.timeItemKey}' holds ${problems.time} values; buckets need Date or DateTime.`);
+  if (problems.group)
+    errors.add('groupByItemKey', `The item '${input.groupByItemKey}' holds ${problems.group} values; groups need String.`);
+  errors.throwIfAny();
+
+  const bucketsOf = (selected: AggregateRow[]): Bucket[] => {
+    const byIndex = new Map(selected.filter((r) => r.bucket !== null).map((r) => [r.bucket!, r]));
+    return plan.starts.map((s, i) => ({
+      start: dayText(s),
+      startsAt: new Date(plan.startsAt[i]!).toISOString(),
+      aggregates: aggregatesOf(byIndex.get(i + 1), fractions),
+    }));
+  };
+  const whole = rows.filter((r) => !r.grouped);
+  const groupKeys = grouping.by === 'child' ? children : [...new Set(rows.filter((r) => r.grouped).map((r) => r.group!))].sort(byCodePoint);
+  if (grouping.by === 'item' && groupKeys.length > maxGroups)
+    throw ValidationError.at(
+      'groupByItemKey',
+      `The item '${grouping.key}' has ${groupKeys.length} values in the range, more groups than maxGroups (${maxGroups}).`,
+    );
+  const totals = aggregatesOf(
+    whole.find((r) => r.bucket === null),
+    fractions,
+  );
+  const listed = new Set(unavailable.slice(0, MAX_UNAVAILABLE_LISTED));
+  return {
+    aggregates: totals,
+    buckets: bucketsOf(whole),
+    groupedAggregates: groupKeys.map((key) => {
+      const mine = rows.filter((r) => r.grouped && r.group === key);
+      return {
+        key,
+        entityKey: grouping.by === 'child' ? key : null,
+        aggregates: aggregatesOf(
+          mine.find((r) => r.bucket === null),
+          fractions,
+        ),
+        buckets: bucketsOf(mine),
+      };
+    }),
+    coverage: {
+      subjectCount: subjects.length,
+      contributingSubjectCount: totals.subjectCount,
+      staleSubjectCount: stale,
+      unavailableSubjectCount: unavailable.length,
+      // `subjects` (and so `unavailable`) are in ExternalId order.
+      unavailableSubjectIds: [...listed],
+    },
+  };
+}

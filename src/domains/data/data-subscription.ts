@@ -1,0 +1,347 @@
+import type { Logger } from 'pino';
+import { AppError, ServiceUnavailableError, UnauthenticatedError } from '../../core/errors.js';
+import type { Principal } from '../../core/permissions.js';
+import type { EventBus, Unsubscribe } from '../../db/event-bus.js';
+import type { Db } from '../../db/tables.js';
+import { subjectsLocatedIn } from '../subject/subject.repository.js';
+import { type ChangeKind, DATA_POINTS_CHANGED, type DataPointsChange } from './data-points.events.js';
+
+declare module '../../graphql/context.js' {
+  interface Context {
+    /** The instance's live data point changes (the `dataPointsChanged` subscription). */
+    dataChanges: DataChangeFeed;
+  }
+}
+
+/** One event as a subscriber receives it. `subjectIds` empty: the whole extract. */
+export interface DataPointsChangeOut {
+  extractKey: string;
+  subjectIds: string[];
+  kind: ChangeKind;
+  at: string;
+}
+
+/** What a subscription yields: a change, or the error that ends it (the last item before it completes). */
+export type Delivery = { change: DataPointsChangeOut } | { end: AppError };
+
+/** What a subscriber wants to hear of; each part optional (absent: every extract, subject, entity). */
+export interface ChangeFilter {
+  extractKey?: string | undefined;
+  subjectIds?: ReadonlySet<string> | undefined;
+  /** Subjects located at this entity or below it, as located when the event arrives. */
+  structuralEntityKey?: string | undefined;
+}
+
+/**
+ * A subscriber's unread events are coalesced per extract (kinds merged, subject ids united); past these
+ * bounds ids widen to "the whole extract", and a subscriber with changes of more extracts waiting is ended
+ * (SLOW_CONSUMER): what one waiting subscriber holds is bounded whatever the event rate.
+ */
+export const MAX_PENDING_EXTRACTS = 64;
+export const MAX_PENDING_SUBJECTS = 1_000;
+/** Events of one tenant waiting for the entity query (per event, shared by its subscribers); past it, ids widen. */
+const MAX_ENTITY_BACKLOG = 100;
+/** setTimeout's limit: a later expiry is re-armed. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+interface Feed {
+  release(sub: Subscription): void;
+}
+
+/**
+ * One subscriber's end: an async iterator over its deliveries, its unread events coalesced and bounded.
+ * Ends (once) when the client goes, its token expires, it falls too far behind, or the feed stops.
+ */
+class Subscription implements AsyncIterableIterator<Delivery> {
+  /** Unread changes by extract (made when the first one waits: most subscribers keep up). */
+  private pending: Map<string, DataPointsChangeOut> | undefined;
+  private pendingSubjects = 0;
+  private waiter: ((r: IteratorResult<Delivery>) => void) | undefined;
+  /** undefined: open; null: ended quietly; an error: ended with it (delivered once, then done). */
+  private ending: AppError | null | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly principal: Principal,
+    readonly filter: ChangeFilter,
+    private readonly feed: Feed,
+  ) {
+    if (principal.expiresAt !== undefined) this.armExpiry(principal.expiresAt);
+  }
+
+  get open(): boolean {
+    return this.ending === undefined;
+  }
+
+  /** The subject ids of `e` this subscriber may hear of before its entity filter: undefined if none. */
+  match(e: DataPointsChange): string[] | undefined {
+    const f = this.filter;
+    if (f.extractKey !== undefined && f.extractKey !== e.x) return undefined;
+    if (e.s.length === 0 || !f.subjectIds) return e.s;
+    const ids = e.s.filter((id) => f.subjectIds!.has(id));
+    return ids.length > 0 ? ids : undefined;
+  }
+
+  push(change: DataPointsChangeOut): void {
+    if (this.ending !== undefined) return;
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = undefined;
+      w({ value: { change }, done: false });
+      return;
+    }
+    const pending = (this.pending ??= new Map());
+    const queued = pending.get(change.extractKey);
+    if (!queued && pending.size >= MAX_PENDING_EXTRACTS) {
+      this.end(
+        new AppError(
+          503,
+          'SLOW_CONSUMER',
+          `The subscriber fell behind by changes of more than ${MAX_PENDING_EXTRACTS} extracts; subscribe again and reload.`,
+        ),
+      );
+      return;
+    }
+    let merged = change;
+    if (queued) {
+      this.pendingSubjects -= queued.subjectIds.length;
+      const whole = queued.subjectIds.length === 0 || change.subjectIds.length === 0;
+      merged = {
+        extractKey: change.extractKey,
+        subjectIds: whole ? [] : [...new Set([...queued.subjectIds, ...change.subjectIds])],
+        kind: queued.kind === change.kind ? change.kind : 'CHANGED',
+        at: change.at > queued.at ? change.at : queued.at,
+      };
+      // Re-inserted: a merged change leaves after the others that waited.
+      pending.delete(change.extractKey);
+    }
+    if (this.pendingSubjects + merged.subjectIds.length > MAX_PENDING_SUBJECTS) merged = { ...merged, subjectIds: [] };
+    this.pendingSubjects += merged.subjectIds.length;
+    pending.set(change.extractKey, merged);
+  }
+
+  /** Ends the subscription: quietly (null) or with an error delivered as its last item. Unread events are dropped. */
+  end(error: AppError | null): void {
+    if (this.ending !== undefined) return;
+    this.ending = error;
+    this.pending = undefined;
+    this.pendingSubjects = 0;
+    clearTimeout(this.timer);
+    this.feed.release(this);
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = undefined;
+      w(this.finish());
+    }
+  }
+
+  next(): Promise<IteratorResult<Delivery>> {
+    if (this.ending !== undefined) return Promise.resolve(this.finish());
+    const first = this.pending?.values().next();
+    if (first && !first.done) {
+      this.pending!.delete(first.value.extractKey);
+      this.pendingSubjects -= first.value.subjectIds.length;
+      return Promise.resolve({ value: { change: first.value }, done: false });
+    }
+    return new Promise((resolve) => (this.waiter = resolve));
+  }
+
+  /** The consumer stopped reading (the client went away, or the stream was cancelled). */
+  return(): Promise<IteratorResult<Delivery>> {
+    this.end(null);
+    this.ending = null;
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  throw(): Promise<IteratorResult<Delivery>> {
+    return this.return();
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  private finish(): IteratorResult<Delivery> {
+    const error = this.ending;
+    if (!error) return { value: undefined, done: true };
+    // The error once, then done.
+    this.ending = null;
+    return { value: { end: error }, done: false };
+  }
+
+  private armExpiry(expiresAt: number): void {
+    const left = expiresAt - Date.now();
+    this.timer = setTimeout(
+      () => {
+        if (Date.now() < expiresAt) return this.armExpiry(expiresAt);
+        this.end(
+          new UnauthenticatedError(
+            'The access token expired: the subscription ended. Subscribe again with a new token.',
+            'Bearer error="invalid_token", error_description="The access token expired."',
+          ),
+        );
+      },
+      Math.max(0, Math.min(left, MAX_TIMER_MS)),
+    );
+    this.timer.unref();
+  }
+}
+
+/**
+ * Live data point changes for the `dataPointsChanged` subscription, one per instance (docs/data-cache.md,
+ * "Live updates"). It follows DATA_POINTS_CHANGED on the instance's event bus (one subscription, whatever
+ * the number of subscribers) and fans each event out in process to the subscribers of its tenant whose
+ * filter it passes. A filter by structural entity is resolved per event with one query per entity key
+ * (shared by every subscriber of that entity), so it follows subjects moved after subscribing.
+ */
+export class DataChangeFeed {
+  private readonly byTenant = new Map<string, Set<Subscription>>();
+  private readonly perClient = new Map<string, number>();
+  /** Per tenant, the entity-filtered deliveries in event order, and how many events wait in it. */
+  private readonly entityQueues = new Map<string, { tail: Promise<void>; waiting: number }>();
+  private unsubscribe: Unsubscribe | undefined;
+  private listening = false;
+  private closed = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly limits: { perClient: number },
+    private readonly log: Logger,
+  ) {}
+
+  /** Follows every instance's changes on `bus` (absent: subscriptions are refused, nothing could be heard). */
+  start(bus?: EventBus): void {
+    if (!bus) return;
+    const interrupted = () =>
+      this.endAll(
+        new ServiceUnavailableError('Live updates were interrupted and changes may have been missed: subscribe again and reload.'),
+      );
+    this.unsubscribe = bus.subscribe(DATA_POINTS_CHANGED, (e) => this.received(e), {
+      connected: () => {
+        this.listening = true;
+      },
+      disconnected: () => {
+        this.listening = false;
+        interrupted();
+      },
+      unreadable: interrupted,
+    });
+  }
+
+  /** Ends every subscription (SERVICE_UNAVAILABLE: the instance is stopping), refuses new ones, and stops following the bus. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.unsubscribe?.();
+    this.endAll(new ServiceUnavailableError('The service instance is shutting down: subscribe again.'));
+  }
+
+  /** Open subscriptions on this instance. */
+  get size(): number {
+    let n = 0;
+    for (const subs of this.byTenant.values()) n += subs.size;
+    return n;
+  }
+
+  /**
+   * Opens a subscription for `principal` (its tenant only; ends when its token expires). Refused while
+   * the instance cannot hear changes (SERVICE_UNAVAILABLE) and past SUBSCRIPTIONS_PER_CLIENT open ones of
+   * the same client on this instance (TOO_MANY_REQUESTS).
+   */
+  open(principal: Principal, filter: ChangeFilter): AsyncIterableIterator<Delivery> {
+    if (this.closed) throw new ServiceUnavailableError('This service instance is shutting down: subscribe again.');
+    if (!this.listening) throw new ServiceUnavailableError('Live updates are unavailable on this instance now; retry shortly.');
+    const client = clientKey(principal);
+    const count = this.perClient.get(client) ?? 0;
+    if (count >= this.limits.perClient) {
+      throw new AppError(
+        429,
+        'TOO_MANY_REQUESTS',
+        `The client has ${count} open subscriptions, the most one client may hold on an instance (SUBSCRIPTIONS_PER_CLIENT = ${this.limits.perClient}); end one first.`,
+      );
+    }
+    this.perClient.set(client, count + 1);
+    const sub = new Subscription(principal, filter, this);
+    let subs = this.byTenant.get(principal.tenantId);
+    if (!subs) this.byTenant.set(principal.tenantId, (subs = new Set()));
+    subs.add(sub);
+    return sub;
+  }
+
+  /** Called once by a subscription as it ends. */
+  release(sub: Subscription): void {
+    const subs = this.byTenant.get(sub.principal.tenantId);
+    if (subs?.delete(sub) && subs.size === 0) this.byTenant.delete(sub.principal.tenantId);
+    const client = clientKey(sub.principal);
+    const count = (this.perClient.get(client) ?? 1) - 1;
+    if (count > 0) this.perClient.set(client, count);
+    else this.perClient.delete(client);
+  }
+
+  private endAll(error: AppError): void {
+    for (const subs of [...this.byTenant.values()]) for (const sub of [...subs]) sub.end(error);
+  }
+
+  private received(e: DataPointsChange): void {
+    const subs = this.byTenant.get(e.t);
+    if (!subs) return;
+    const byEntity = new Map<string, [Subscription, string[]][]>();
+    for (const sub of subs) {
+      const ids = sub.match(e);
+      if (!ids) continue;
+      const entity = sub.filter.structuralEntityKey;
+      if (entity === undefined) sub.push({ extractKey: e.x, subjectIds: ids, kind: e.k, at: e.a });
+      else byEntity.set(entity, [...(byEntity.get(entity) ?? []), [sub, ids]]);
+    }
+    if (byEntity.size > 0) this.deliverByEntity(e, byEntity);
+  }
+
+  /**
+   * Delivers an event to entity-filtered subscribers once one query per entity key says which of its
+   * subjects are located there; in event order per tenant. An event naming the whole extract needs no
+   * query; so does one arriving while too many wait (or whose query fails): it is delivered as naming
+   * the whole extract, which tells a subscriber to reload rather than miss a change.
+   */
+  private deliverByEntity(e: DataPointsChange, byEntity: Map<string, [Subscription, string[]][]>): void {
+    const queue = this.entityQueues.get(e.t) ?? { tail: Promise.resolve(), waiting: 0 };
+    this.entityQueues.set(e.t, queue);
+    const widen = e.s.length === 0 || queue.waiting >= MAX_ENTITY_BACKLOG;
+    queue.waiting++;
+    const located = new Map<string, Promise<ReadonlySet<string> | undefined>>();
+    if (!widen) {
+      // Started at once (the queries of successive events overlap); only the deliveries wait their turn.
+      for (const entity of byEntity.keys()) {
+        located.set(
+          entity,
+          subjectsLocatedIn(this.db, e.t, entity, e.s).then(
+            (ids) => new Set(ids),
+            (err: unknown) => {
+              this.log.warn({ err, entity }, 'live updates: locating the subjects of a change failed; sent as the whole extract');
+              return undefined;
+            },
+          ),
+        );
+      }
+    }
+    queue.tail = queue.tail.then(async () => {
+      for (const [entity, targets] of byEntity) {
+        const inEntity = widen ? undefined : await located.get(entity);
+        for (const [sub, ids] of targets) {
+          if (!sub.open) continue;
+          const subjectIds = inEntity === undefined ? [] : ids.filter((id) => inEntity.has(id));
+          if (inEntity !== undefined && subjectIds.length === 0) continue;
+          sub.push({ extractKey: e.x, subjectIds, kind: e.k, at: e.a });
+        }
+      }
+    });
+    queue.tail = queue.tail
+      .catch((err: unknown) => this.log.error({ err }, 'live updates: a delivery failed'))
+      .finally(() => {
+        if (--queue.waiting === 0 && this.entityQueues.get(e.t) === queue) this.entityQueues.delete(e.t);
+      });
+  }
+}
+
+function clientKey(p: Principal): string {
+  return `${p.tenantId}\u0001${p.clientId}`;
+}
