@@ -38,6 +38,7 @@ import {
   everyErrorCoded,
   graphqlErrorsAnswer200,
   logArgs,
+  operationNameIsString,
   queryDataVersion,
   staleDataExtension,
 } from '../http/graphql-plugins.js';
@@ -233,6 +234,7 @@ export async function buildApp({
       useDeferStream(),
       graphqlErrorsAnswer200,
       everyErrorCoded,
+      operationNameIsString,
       boundedParser,
       ...(metrics ? [metrics.graphql()] : []),
       staleDataExtension,
@@ -262,7 +264,7 @@ export async function buildApp({
       graphqlAuth(req, res, (err?: unknown) => {
         const expected = err === undefined ? undefined : expectedErrorOf(err);
         if (!expected || !isRefusal(expected.code)) return next(err);
-        const type = /application\/graphql-response\+json/i.test(req.headers.accept ?? '')
+        const type = /application\/graphql-response\+json/i.test(req.headers.accept ?? 'application/graphql-response+json')
           ? 'application/graphql-response+json'
           : 'application/json';
         res.status(expected.status).set(expected.headers).type(type).json(graphqlErrorBody(expected));
@@ -286,6 +288,9 @@ export async function buildApp({
       if (req.method === 'POST' && !req.is('application/json')) {
         return next(new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', 'A GraphQL request body must be application/json.'));
       }
+      // GraphQL over HTTP (P62): a request without an Accept header is treated as accepting
+      // application/graphql-response+json (the spec's default since 2025-01-01), so a request error answers 4xx.
+      if (!accept) req.headers.accept = 'application/graphql-response+json';
       // Media types are case-insensitive (RFC 9110 §8.3.1) but Yoga compares them as written, and would
       // refuse `APPLICATION/JSON` with an empty 415.
       const type = req.headers['content-type'];

@@ -1,9 +1,9 @@
 import type { Response } from 'express';
-import { BREAK, type DocumentNode, GraphQLError, getOperationAST, visit } from 'graphql';
+import { BREAK, type DocumentNode, GraphQLError, type Source, getOperationAST, visit } from 'graphql';
 import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
-import { type AppError, graphqlRendering, isRefusal } from '../core/errors.js';
+import { AppError, graphqlRendering, isRefusal } from '../core/errors.js';
 import { type Context, dataVersionFor } from '../graphql/context.js';
 import type { Admission } from './admission.js';
 
@@ -18,11 +18,18 @@ import type { Admission } from './admission.js';
  * the response is 200 with the other fields' data (D4); the status stays visible as `extensions.status`.
  * Except when the service could not run the operation at all (issue 15): no field has data and every
  * error says the database is unavailable (503) or the client is over its share (429); then the response
- * carries that status and its Retry-After, as the REST answer would.
+ * carries that status and its Retry-After, as the REST answer would. A result without `data` is a request
+ * error (nothing executed) and answers as GraphQL over HTTP says (P62, `requestErrorRendering`).
  */
 export const graphqlErrorsAnswer200: Plugin = {
   onExecutionResult({ result, setResult }) {
     if (!result || !('errors' in result) || !result.errors?.length) return;
+    // No `data` and no error at a field: nothing executed (a parse, validation or variable coercion error, a
+    // refusal). Those are request errors and answer as GraphQL over HTTP says (P62), not as D4's field
+    // errors; a subscription whose field fails at subscribe has no `data` either, but its error has a path.
+    if (!('data' in result) && result.errors.every((e) => !e.path)) {
+      return void setResult({ ...result, errors: result.errors.map(requestErrorRendering) });
+    }
     const whole = wholeOperationRefusal(result);
     setResult({
       ...result,
@@ -34,6 +41,46 @@ export const graphqlErrorsAnswer200: Plugin = {
   // @defer/@stream query included.
   onExecute: () => ({ onExecuteDone: ({ result }) => (isAsyncIterable(result) ? { onNext: renderItemErrors } : undefined) }),
   onSubscribe: () => ({ onSubscribeResult: ({ result }) => (isAsyncIterable(result) ? { onNext: renderItemErrors } : undefined) }),
+};
+
+/**
+ * A request error (nothing executed) keeps its `extensions.http` for Yoga, which answers with its status
+ * (P62): 400 for a parse, validation or variable coercion error, 405 with `Allow: POST` for a mutation over
+ * GET, a refusal's 429 or 503. The spec's own request errors (`http.spec`) answer 200 to an `Accept:
+ * application/json` request, as the GraphQL over HTTP spec asks for legacy clients. An error graphql-js
+ * returns without a status (variable coercion, an unknown operation name) is such a 400; an unexpected
+ * (masked) one is left alone. The body shows the status as `extensions.status`, like a field error's.
+ */
+function requestErrorRendering(e: GraphQLError): GraphQLError {
+  const extensions = e.extensions as { http?: { status?: number }; unexpected?: unknown; status?: unknown };
+  if (extensions.unexpected || (e.originalError && !(e.originalError instanceof GraphQLError))) return e;
+  const http = extensions.http ?? { status: 400, spec: true };
+  if (extensions.http && extensions.status === http.status) return e;
+  return new GraphQLError(e.message, {
+    nodes: e.nodes ?? null,
+    source: e.source ?? null,
+    positions: e.positions ?? null,
+    path: e.path ?? null,
+    originalError: e.originalError ?? null,
+    extensions: { ...e.extensions, http, status: http.status },
+  });
+}
+
+/**
+ * GraphQL over HTTP: `operationName`, when given, is a string; anything else is a request that is not
+ * well-formed, 400 whatever the Accept (P62). Yoga checks `query`, `variables` and `extensions` itself.
+ */
+export const operationNameIsString: Plugin = {
+  onParams({ params }) {
+    const name: unknown = params.operationName;
+    if (name !== undefined && name !== null && typeof name !== 'string') {
+      throw new AppError(
+        400,
+        'BAD_REQUEST',
+        `Expected "operationName" to be a string, but given ${Array.isArray(name) ? 'array' : typeof name}.`,
+      );
+    }
+  },
 };
 
 interface StreamItem {
@@ -168,7 +215,7 @@ export function admissionControl(admission: Admission): Plugin {
 export function compiledRepeatedDocuments(): Plugin {
   const seen = new LRUCache<DocumentNode, true>({ max: 1000 });
   const compiled = new LRUCache<string, Parameters<JITCache['set']>[1]>({ max: 500 });
-  return useGraphQlJit(
+  const jit = useGraphQlJit(
     {},
     {
       enableIf: ({ document, operationName }) => {
@@ -180,6 +227,50 @@ export function compiledRepeatedDocuments(): Plugin {
       cache: compiled,
     },
   ) as Plugin;
+  return {
+    onPluginInit({ addPlugin }) {
+      addPlugin(jit);
+      addPlugin(compiledErrorsLocated);
+    },
+  };
+}
+
+/**
+ * One answer per document (issue 18): graphql-jit's errors carry `locations` as a plain property, with no
+ * source positions or nodes, so every later rendering (ours, Yoga's serialiser), which rebuilds an error from
+ * its source and positions as graphql-js does, dropped them. Placed back in the document's source here, a
+ * compiled document's errors read exactly as the interpreted run's.
+ */
+const compiledErrorsLocated: Plugin = {
+  onExecute({ args }) {
+    return {
+      onExecuteDone({ result, setResult }) {
+        if (isAsyncIterable(result) || !result.errors?.some(unplaced)) return;
+        const source = args.document.loc?.source;
+        if (!source) return;
+        setResult({ ...result, errors: result.errors.map((e) => (unplaced(e) ? placed(e, source) : e)) });
+      },
+    };
+  },
+};
+
+/** An error with locations but neither source positions nor nodes (graphql-jit's). */
+function unplaced(e: GraphQLError): boolean {
+  return Array.isArray(e.locations) && e.locations.length > 0 && !e.positions?.length && !e.nodes?.length;
+}
+
+/** The same error as a graphql-js GraphQLError, its locations as positions in the document's source. */
+function placed(e: GraphQLError, source: Source): GraphQLError {
+  const lineStarts = [0];
+  for (const m of source.body.matchAll(/\r\n|[\n\r]/g)) lineStarts.push(m.index + m[0].length);
+  const positions = e.locations!.map(({ line, column }) => (lineStarts[line - 1] ?? 0) + column - 1);
+  return new GraphQLError(e.message, {
+    source,
+    positions,
+    path: e.path ?? null,
+    originalError: e.originalError ?? null,
+    ...(e.extensions ? { extensions: e.extensions } : {}),
+  });
 }
 
 const incremental = new WeakMap<DocumentNode, boolean>();
