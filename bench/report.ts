@@ -6,6 +6,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { LoadResult } from './load.js';
+import type { DashboardsResult } from './dashboards.js';
 import type { NoisyNeighbourResult } from './noisy-neighbour.js';
 
 export interface Measured extends LoadResult {
@@ -103,6 +104,10 @@ export interface BenchReport {
   noisyNeighbour?: NoisyNeighbourResult;
   /** Why the noisy-neighbour scenario has no numbers, when it failed. */
   noisyNeighbourError?: string;
+  /** The dashboards scenario (issue 17: aggregates, subscriptions; its own database), run last. */
+  dashboards?: DashboardsResult;
+  /** Why the dashboards scenario has no numbers, when it failed. */
+  dashboardsError?: string;
   markdown: string;
 }
 

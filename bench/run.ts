@@ -10,13 +10,15 @@
  * 3. B0 and B1 run as their own processes pinned to core 0, the load generator on core 1.
  * 4. The service runs as `npm start` runs it (package.json's scripts.start; `npm run build` first, at
  *    the start of the bench, when that runs dist/), pinned to core 0.
- * 5. The noisy-neighbour scenario (noisy-neighbour.ts) on a database of its own.
+ * 5. The noisy-neighbour scenario (noisy-neighbour.ts) on a database of its own, then the dashboards
+ *    scenario (dashboards.ts: aggregates warm and cold, 1,000 subscriptions) on another.
  * 6. The tables are printed and the numbers written to bench/results/<date>[-<BENCH_LABEL>]-<db>.json.
  *
  * Environment: BENCH_SUBJECTS (100000), BENCH_DURATION (8 s), BENCH_WARMUP (1 s), BENCH_LATENCY_DURATION
  * (3 s), BENCH_CONNECTIONS (32), BENCH_LABEL, BENCH_PROVIDER_LATENCY_MS (20), BENCH_EXPLAIN (print the
  * plans of B1's statements after the capture, then stop), BENCH_KEEP (keep the work dir: logs, specs),
- * DATABASE_URL; and noisy-neighbour.ts's BENCH_NOISY_* (BENCH_NOISY_SKIP: leave it out).
+ * DATABASE_URL; noisy-neighbour.ts's BENCH_NOISY_* (BENCH_NOISY_SKIP: leave it out); dashboards.ts's
+ * BENCH_DASHBOARDS_* (BENCH_DASHBOARDS_SKIP: leave it out).
  */
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -26,6 +28,7 @@ import { migrateToLatest } from '../src/db/migrate.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
 import type { BaselineSpec } from './baseline-server.js';
 import { type CapturedScenario, Recorder, capturePhase } from './capture.js';
+import type { DashboardsResult } from './dashboards.js';
 import { type LoadSpec, runLoad } from './load.js';
 import { type NoisyNeighbourResult, noisyMarkdown, runNoisyNeighbour } from './noisy-neighbour.js';
 import {
@@ -67,6 +70,7 @@ const PROVIDER_LATENCY_MS = num('BENCH_PROVIDER_LATENCY_MS', 20);
 const LABEL = process.env['BENCH_LABEL'] || undefined;
 const EXPLAIN = Boolean(process.env['BENCH_EXPLAIN']);
 const NOISY_SKIP = Boolean(process.env['BENCH_NOISY_SKIP']);
+const DASHBOARDS_SKIP = Boolean(process.env['BENCH_DASHBOARDS_SKIP']);
 
 const log = (line: string) => console.log(line);
 
@@ -347,6 +351,22 @@ async function main() {
       log(`noisy neighbour failed: ${noisyNeighbourError}`);
     }
   }
+  // Dashboards (issue 17): the app in this process on a database of its own. Its failure leaves the rest
+  // standing. Imported here, not above: it uses issue 17's modules, which an older checkout lacks.
+  let dashboards: DashboardsResult | undefined;
+  let dashboardsMarkdown: ((r: DashboardsResult) => string) | undefined;
+  let dashboardsError: string | undefined;
+  if (!DASHBOARDS_SKIP) {
+    try {
+      const scenario = await import('./dashboards.js');
+      dashboardsMarkdown = scenario.dashboardsMarkdown;
+      dashboards = await scenario.runDashboards({ databaseUrl: process.env['DATABASE_URL'], log, workDir });
+    } catch (e) {
+      if (stoppingSignal()) throw e;
+      dashboardsError = e instanceof Error ? e.message : String(e);
+      log(`dashboards failed: ${dashboardsError}`);
+    }
+  }
 
   // 6. Report.
   const list = [...results.values()];
@@ -371,6 +391,8 @@ async function main() {
     targets,
     ...(noisyNeighbour ? { noisyNeighbour } : {}),
     ...(noisyNeighbourError ? { noisyNeighbourError } : {}),
+    ...(dashboards ? { dashboards } : {}),
+    ...(dashboardsError ? { dashboardsError } : {}),
   };
   base.runtimeSeconds = Math.round((performance.now() - started) / 1000);
   const table =
@@ -379,6 +401,11 @@ async function main() {
       ? `\n\n${noisyMarkdown(noisyNeighbour)}`
       : noisyNeighbourError
         ? `\n\nNoisy neighbour: failed: ${noisyNeighbourError}`
+        : '') +
+    (dashboards && dashboardsMarkdown
+      ? `\n\n${dashboardsMarkdown(dashboards)}`
+      : dashboardsError
+        ? `\n\nDashboards: failed: ${dashboardsError}`
         : '');
   console.log(`\n${table}\n`);
   const file = await writeReport(path.join(REPO, 'bench/results'), { ...base, markdown: table });

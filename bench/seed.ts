@@ -95,8 +95,9 @@ export interface SeedSummary {
 /**
  * Seeds a bench tenant (by default the bench's `TENANT_KEY` with its `CLIENT`; another key and client
  * give another tenant of the same data): the tenant file (client, 8 subject fields, 4 structure types,
- * the reference provider as data source with one extract), then in bulk 2,000 entities, 10 groups, 50
- * users and `subjects` subjects located in the teams; then VACUUM ANALYZE.
+ * the reference provider as data source with one extract; optionally an inbound client that may report
+ * data changes), then in bulk 2,000 entities, 10 groups, 50 users and `subjects` subjects located in the
+ * teams; then VACUUM ANALYZE.
  */
 export async function seedTenant(
   db: Db,
@@ -105,6 +106,8 @@ export async function seedTenant(
     providerUrl: string;
     tenantKey?: string;
     client?: { clientId: string; clientSecret: string };
+    /** A client the data source accepts change reports from (scope ServiceDataProviderApi, no permissions). */
+    inboundClient?: { clientId: string; clientSecret: string };
     progress?: (done: number) => void;
   },
 ): Promise<SeedSummary> {
@@ -116,7 +119,10 @@ export async function seedTenant(
       {
         key: tenantKey,
         name: tenantKey === TENANT_KEY ? 'Bench' : `Bench ${tenantKey}`,
-        clients: [{ ...(opts.client ?? CLIENT), scopes: ['ServiceApi'], permissions: ['*'] }],
+        clients: [
+          { ...(opts.client ?? CLIENT), scopes: ['ServiceApi'], permissions: ['*'] },
+          ...(opts.inboundClient ? [{ ...opts.inboundClient, scopes: ['ServiceDataProviderApi' as const], permissions: [] }] : []),
+        ],
         subjectFields: [
           { key: 'employeeNumber', name: 'Employee number', dataType: 'String', required: true },
           { key: 'fullName', name: 'Full name', dataType: 'String', required: true },
@@ -145,6 +151,7 @@ export async function seedTenant(
             clientSecret: 'provider-secret',
             scope: 'DataProviderApi',
             subjectIdentifier: 'ExternalId',
+            ...(opts.inboundClient ? { inboundClientIds: [opts.inboundClient.clientId] } : {}),
           },
         ],
         dataExtracts: [{ key: EXTRACT_KEY, name: 'Steps per day, last week', dataSourceKey: 'reference', options: EXTRACT_OPTIONS }],

@@ -116,11 +116,12 @@ export async function startService(start: string, db: BenchDatabase, opts: { nam
   return { proc, url, pid: workerNodePid(proc.pid) };
 }
 
-/** A bearer token of a tenant's client (client credentials, scope ServiceApi), as an authorization header. */
+/** A bearer token of a tenant's client (client credentials, scope ServiceApi unless given), as an authorization header. */
 export async function bearer(
   url: string,
   tenantKey: string,
   client: { clientId: string; clientSecret: string },
+  scope = 'ServiceApi',
 ): Promise<{ authorization: string }> {
   const res = await fetch(`${url}/connect/token`, {
     method: 'POST',
@@ -129,7 +130,7 @@ export async function bearer(
       tenant_key: tenantKey,
       client_id: client.clientId,
       client_secret: client.clientSecret,
-      scope: 'ServiceApi',
+      scope,
     }),
   });
   const token = (await res.json()) as { access_token?: string };
