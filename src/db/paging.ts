@@ -334,3 +334,13 @@ export function paginateLoaded<T>(opts: {
     totalCount: () => Promise.resolve(all.length),
   };
 }
+
+/** How many rows a list query has: its selection replaced by `count(*)` (a connection's TotalCount). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any list query of any tables
+export async function countRows(query: SelectQueryBuilder<any, any, any>): Promise<number> {
+  const r = (await query
+    .clearSelect()
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .executeTakeFirstOrThrow()) as { n: string | number | bigint };
+  return Number(r.n);
+}

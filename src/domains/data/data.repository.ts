@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { DataCacheRow, DataExtractRow, DataSourceRow, Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
-import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
+import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../db/paging.js';
 import type { DataPoint } from './data-points.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
@@ -337,15 +337,7 @@ export async function pageExtracts(
   args: PageArgs,
 ): Promise<Connection<ExtractWithSource>> {
   const query = extractListQuery(db, tenantId, dataSourceKey);
-  const count = async () =>
-    Number(
-      (
-        await query
-          .clearSelect()
-          .select((eb) => eb.fn.countAll<string>().as('n'))
-          .executeTakeFirstOrThrow()
-      ).n,
-    );
+  const count = () => countRows(query);
   const key = { id: sql.ref('x.key'), idType: 'text' as const, type: 'text' as const, nullable: false };
   const sort: SortKey =
     order === 'Key' ? { name: 'Key', value: sql.ref('x.key'), ...key } : { name: 'Name', value: sql`x.name COLLATE "C"`, ...key };

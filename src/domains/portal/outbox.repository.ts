@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db, MailOutboxRow, MailStatus } from '../../db/tables.js';
 import { defineTopic, publish } from '../../db/event-bus.js';
-import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
+import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../db/paging.js';
 
 /** Wakes every instance's sender when an invitation is queued (delivered on commit). */
 export const MAIL_QUEUED = defineTopic<null>('portal.mail.queued', () => null);
@@ -267,15 +267,7 @@ export async function pageOutboxMails(
   args: PageArgs,
 ): Promise<Connection<MailOutboxRow>> {
   const query = outboxListQuery(db, tenantId, status);
-  const count = async () =>
-    Number(
-      (
-        await query
-          .clearSelect()
-          .select((eb) => eb.fn.countAll<string>().as('n'))
-          .executeTakeFirstOrThrow()
-      ).n,
-    );
+  const count = () => countRows(query);
   const sort: SortKey = {
     name: 'CreatedAt',
     value: sql.ref('m.created_at'),

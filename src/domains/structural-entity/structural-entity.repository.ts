@@ -2,7 +2,7 @@ import { type SqlBool, sql } from 'kysely';
 import { type FieldDef, sqlTypeOf } from '../custom-field/custom-field.js';
 import { jsonFieldSortExpr } from '../custom-field/custom-field.repository.js';
 import type { DataTypeName, Db, StructuralEntityRow, StructureType } from '../../db/tables.js';
-import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
+import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../db/paging.js';
 import { matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 
@@ -101,15 +101,6 @@ export function entityListQuery(db: Db, tenantId: string, f: EntityFilters) {
     q = q.where((eb) => eb.or([matchesTerm(term, eb.ref('e.key')), matchesTerm(term, eb.ref('e.display_name'))]));
   }
   return q;
-}
-
-/** How many rows an `entityListQuery` has. */
-async function countRows(q: ReturnType<typeof entityListQuery>): Promise<number> {
-  const r = await q
-    .clearSelect()
-    .select((eb) => eb.fn.countAll<string>().as('n'))
-    .executeTakeFirstOrThrow();
-  return Number(r.n);
 }
 
 /** The OrderBy keys every entity list knows (D6, P14), besides custom field keys. */
