@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KyselyPlugin } from 'kysely';
 import { ApiClient, type TestApp, type TestTenant, createTenant, startApp, startPeer } from './helpers.js';
 import { FakeProvider, PROVIDER_CLIENT, providerDataSource } from './fake-provider.js';
 
@@ -876,6 +877,21 @@ describe('as fresh as a read (D10)', () => {
     }
   });
 
+  it('sends at most PROVIDER_READ_CONCURRENCY of its chunks at once', async () => {
+    const w = await world({ PROVIDER_BATCH_SIZE: '1', PROVIDER_READ_CONCURRENCY: '2' });
+    try {
+      w.data.set('m', new Map([...w.subjects.keys()].map((ext) => [ext, [point(`${ext}-1`, ext, 1, '2026-03-25')]])));
+      w.provider.always = { delayMs: 100 };
+      const r = await w.api.gql(SMALL, { input: base });
+      expect(r.body.data.dataPointAggregates.aggregates).toEqual({ count: 6, subjectCount: 6, sumText: '6' });
+      expect(w.provider.fetches('m')).toHaveLength(6);
+      expect(w.provider.maxInFlight).toBe(2);
+    } finally {
+      await w.app.close();
+      await w.provider.close();
+    }
+  });
+
   it('reports stale subjects in extensions.staleData and counts unavailable ones, still aggregating the others', async () => {
     const w = await world({ PROVIDER_RETRIES: '0', PROVIDER_TIMEOUT_MS: '500', PROVIDER_BREAKER_FAILURES: '1000' });
     try {
@@ -922,6 +938,119 @@ describe('as fresh as a read (D10)', () => {
       const back = await w.api.gql(SMALL, { input: { ...base, structuralEntityKey: 'org' } });
       expect(back.body.data.dataPointAggregates.aggregates).toEqual({ count: 6, subjectCount: 6, sumText: '120' });
       expect(back.body.extensions?.staleData).toBeUndefined();
+    } finally {
+      await w.app.close();
+      await w.provider.close();
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// Answers asked again (P63): remembered by what they are computed from, never served once that changed.
+
+/** Counts the aggregate statements (those reading data_cache_point) an app runs. */
+class AggregateStatements implements KyselyPlugin {
+  count = 0;
+  transformQuery(args: Parameters<KyselyPlugin['transformQuery']>[0]) {
+    if (args.node.kind === 'RawNode' && args.node.sqlFragments.some((f) => f.includes('FROM data_cache_point p'))) this.count++;
+    return args.node;
+  }
+  async transformResult(args: Parameters<KyselyPlugin['transformResult']>[0]) {
+    return args.result;
+  }
+}
+
+describe('an answer asked again (P63)', () => {
+  const statements = new AggregateStatements();
+  let w: World;
+  let peer: TestApp;
+  let peerApi: ApiClient;
+  const valueOf = (ext: string) => Number(ext.slice(2));
+  const ask = async (api: ApiClient, input: Record<string, unknown>) => {
+    const r = await api.gql(SMALL, { input: { ...base, ...input } });
+    expect(r.body.errors).toBeUndefined();
+    return r.body.data.dataPointAggregates;
+  };
+  const provider = () =>
+    w.tenant.client({ clientId: PROVIDER_CLIENT.clientId, clientSecret: PROVIDER_CLIENT.clientSecret, scope: 'ServiceDataProviderApi' });
+
+  beforeAll(async () => {
+    const app = await startApp({ PROVIDER_BACKOFF_MS: '1', MAIL_POLL_MS: '3600000' }, { plugins: [statements] });
+    w = await world({}, app);
+    w.data.set('m', new Map([...w.subjects.keys()].map((ext) => [ext, [point(`${ext}-1`, ext, valueOf(ext), '2026-03-25')]])));
+    peer = await startPeer(w.app);
+    peerApi = new ApiClient(peer.url, w.api.token);
+  });
+  afterAll(async () => {
+    await peer?.close();
+    await w?.app.close();
+    await w?.provider.close();
+  });
+
+  it('is served without running the statement again, and concurrent askers share one statement', async () => {
+    const input = { structuralEntityKey: 'org', groupBy: 'CHILD_ENTITY' };
+    const first = await ask(w.api, input);
+    expect(first.aggregates).toEqual({ count: 6, subjectCount: 6, sumText: '21' });
+    const before = statements.count;
+    expect(await ask(w.api, input)).toEqual(first);
+    expect(statements.count - before).toBe(0);
+    // A question not asked before: one statement for eight concurrent askers, all given the same answer.
+    const answers = await Promise.all(Array.from({ length: 8 }, () => ask(w.api, { ...input, timeZone: 'Asia/Tokyo' })));
+    expect(statements.count - before).toBe(1);
+    for (const a of answers) expect(a).toEqual(answers[0]);
+  });
+
+  it('is computed again after a change notification, on this instance and on another', async () => {
+    const input = { structuralEntityKey: 'team-b' };
+    expect((await ask(w.api, input)).aggregates).toEqual({ count: 3, subjectCount: 3, sumText: '13' });
+    expect((await ask(peerApi, input)).aggregates).toEqual({ count: 3, subjectCount: 3, sumText: '13' });
+    w.data.get('m')!.set('S-3', [point('S-3-1', 'S-3', 300, '2026-03-25')]);
+    const change = await (
+      await provider()
+    ).post('/connector-dataprovider/api/v1/dataChange/creationOrUpdate', {
+      SubjectIdentifier: 'S-3',
+      DataExtractsOptionsValuesFilter: {},
+      NewOrUpdatedDataPoints: [],
+    });
+    expect(change.status).toBe(200);
+    expect((await ask(w.api, input)).aggregates).toEqual({ count: 3, subjectCount: 3, sumText: '310' });
+    expect((await ask(peerApi, input)).aggregates).toEqual({ count: 3, subjectCount: 3, sumText: '310' });
+  });
+
+  it('follows the subject list: a subject moved to another team, a subject removed from a team', async () => {
+    const input = { structuralEntityKey: 'org', groupBy: 'CHILD_ENTITY' };
+    const groups = async () => Object.fromEntries((await ask(w.api, input)).groupedAggregates.map((g: any) => [g.key, g.aggregates.count]));
+    const before = await groups();
+    // S-6 moves from team-b to team-c.
+    const moved = await w.api.post('/api/v2/messaging/subject', {
+      CustomFieldValues: [
+        { Key: 'employeeNumber', Value: { String: { Value: 'S-6' } } },
+        { Key: 'fullName', Value: { String: { Value: 'Person S-6' } } },
+      ],
+      StructuralEntityKeys: ['team-c'],
+    });
+    expect(moved.status).toBeLessThan(300);
+    expect(await groups()).toEqual({ ...before, 'team-b': before['team-b'] - 1, 'team-c': 1 });
+    // S-4 leaves team-b (it stays in team-a).
+    const left = await w.api.delete(`/api/v1/subject/${w.subjects.get('S-4')}/structuralEntities?keys=team-b`);
+    expect(left.status).toBeLessThan(300);
+    expect(await groups()).toEqual({ ...before, 'team-b': before['team-b'] - 2, 'team-c': 1 });
+  });
+});
+
+describe('an answer remembered past its data (P63, D10)', () => {
+  it('is not served once a subject set is past CACHE_TTL_SECONDS: the set is fetched again and the answer computed', async () => {
+    const w = await world({ CACHE_TTL_SECONDS: '1' });
+    try {
+      w.data.set('m', new Map([['S-1', [point('S-1-1', 'S-1', 1, '2026-03-25')]]]));
+      const ask = async () =>
+        (await w.api.gql(SMALL, { input: { ...base, structuralEntityKeys: ['team-a'], includeDescendants: false } })).body;
+      expect((await ask()).data.dataPointAggregates.aggregates).toEqual({ count: 1, subjectCount: 1, sumText: '1' });
+      // The provider's data changes without a notification: within the TTL the cached set is the answer.
+      w.data.set('m', new Map([['S-1', [point('S-1-1', 'S-1', 2, '2026-03-25')]]]));
+      expect((await ask()).data.dataPointAggregates.aggregates).toEqual({ count: 1, subjectCount: 1, sumText: '1' });
+      await new Promise((r) => setTimeout(r, 1100));
+      expect((await ask()).data.dataPointAggregates.aggregates).toEqual({ count: 1, subjectCount: 1, sumText: '2' });
     } finally {
       await w.app.close();
       await w.provider.close();

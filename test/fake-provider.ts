@@ -37,6 +37,9 @@ export class FakeProvider {
   revoked = new Set<string>();
   /** Point ids the provider no longer returns. */
   hidden = new Set<string>();
+  /** get-data-points calls being answered now, and the most there were at once. */
+  inFlight = 0;
+  maxInFlight = 0;
   /** When set, a subject's points of an extract come from here instead of the three generated ones. */
   data: ((identifier: string, extractKey: string) => any[]) | undefined;
   private issued = new Set<string>();
@@ -109,6 +112,16 @@ export class FakeProvider {
       return json(res, 200, { access_token: token, token_type: 'Bearer', expires_in: this.tokenTtlSeconds });
     }
     if (req.url !== '/get-data-points') return json(res, 404, {});
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      await this.answer(raw, req, res);
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  private async answer(raw: string, req: IncomingMessage, res: ServerResponse) {
     const authorization = req.headers.authorization;
     const body = JSON.parse(raw);
     this.calls.push({ body, authorization });

@@ -90,6 +90,8 @@ const envSchema = z
     PROVIDER_BREAKER_WINDOW_MS: z.coerce.number().int().min(100).max(3_600_000).default(10_000),
     PROVIDER_BREAKER_PROBE_MS: z.coerce.number().int().min(0).max(3_600_000).default(1_000),
     PROVIDER_BREAKER_OPEN_MS: z.coerce.number().int().min(0).default(30_000),
+    /** Provider calls in flight at once for one request's fetch (an aggregate's chunks). */
+    PROVIDER_READ_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
     /** Provider calls in flight at once for background re-fetches (per instance). */
     PROVIDER_REFETCH_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
     CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(86_400),

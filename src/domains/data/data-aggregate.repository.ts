@@ -11,22 +11,30 @@ export interface AggregateSubject {
   values: Record<string, unknown>;
 }
 
-/** The subjects matching the filters (D7), at most `limit`, by ExternalId then id; `values` only when asked for. */
+/**
+ * The subjects matching the filters (D7), at most `limit`, by ExternalId then id; `values` only when asked
+ * for. `dataVersion`: the tenant's data version in the same snapshot (null without subjects), the version
+ * the list is exact for.
+ */
 export async function findAggregateSubjects(
   db: Db,
   tenantId: string,
   filters: SubjectFilters,
   limit: number,
   withValues: boolean,
-): Promise<AggregateSubject[]> {
+): Promise<{ subjects: AggregateSubject[]; dataVersion: string | null }> {
   const rows = await subjectListQuery(db, tenantId, filters)
     .select(['s.id', 's.external_id'])
+    .select(sql<string>`(SELECT data_version FROM tenant WHERE id = ${tenantId})`.as('data_version'))
     .$if(withValues, (q) => q.select('s.values'))
     .orderBy(sql`s.external_id COLLATE "C"`)
     .orderBy('s.id')
     .limit(limit)
     .execute();
-  return rows.map((r) => ({ values: {}, ...r }) as AggregateSubject);
+  return {
+    subjects: rows.map(({ data_version: _, ...r }) => ({ values: {}, ...r }) as AggregateSubject),
+    dataVersion: rows[0]?.data_version ?? null,
+  };
 }
 
 /** The keys of an entity's children, in code-point order. */

@@ -1,12 +1,14 @@
+import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
 import { type CalendarUnit, dayNumber, dayText, ianaTimeZone, nextPeriod, periodStart, startOfDay, zoneOffsets } from '../../core/dates.js';
 import { requirePermission } from '../../core/permissions.js';
 import type { SubjectRow } from '../../db/tables.js';
 import type { Context } from '../../graphql/context.js';
 import { findEntitiesByKeys } from '../structural-entity/structural-entity.repository.js';
-import { cachedSubjectConfig } from '../subject/subject.repository.js';
+import { type SubjectConfig, type SubjectFilters, cachedSubjectConfig } from '../subject/subject.repository.js';
 import { type SubjectListInput, subjectFilters } from '../subject/subject.service.js';
-import type { Located } from './data-cache.js';
+import type { Located, SubjectKey } from './data-cache.js';
 import type { DataPoint } from './data-points.js';
 import {
   type AggregateGrouping,
@@ -161,6 +163,71 @@ function aggregatesOf(row: AggregateRow | undefined, fractions: readonly number[
 /** Code-point order (UTF-8 bytes), as keys order everywhere (D6). */
 const byCodePoint = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
+// Subject lists by (tenant, data version, configuration version, identifier mode, filters), as subject keys:
+// the data version is bumped with every write that can change a list (tenant.repository.ts), so a list
+// is exact for its version. Bounded by subjects held (about 100 bytes each).
+const subjectLists = new LRUCache<string, SubjectKey[]>({ maxSize: 200_000, sizeCalculation: (keys) => Math.max(1, keys.length) });
+
+// Answers by everything they are computed from (P63): the question, the subject list's data version and
+// configuration, the extract's cache epoch, and each subject's set as `fingerprint` identifies it. A hit
+// is exactly the answer a computation would give now; nothing else needs invalidating.
+const answers = new LRUCache<string, Aggregation>({
+  maxSize: 100_000,
+  sizeCalculation: (a) => (a.buckets.length + 1) * (a.groupedAggregates.length + 1),
+});
+/** Answers being computed, by the same key: concurrent dashboards asking the same question share one statement. */
+const computing = new Map<string, Promise<Aggregation>>();
+
+/**
+ * The subjects an aggregate reads, with their provider identifiers under `mode`, and the data version
+ * the list is exact for (null: no subjects, or too many). A query reuses the list of the data version
+ * read with its principal.
+ */
+async function aggregateSubjects(
+  ctx: Context,
+  filters: SubjectFilters,
+  mode: string,
+  config: SubjectConfig,
+): Promise<{ keys: SubjectKey[]; dataVersion: string | null }> {
+  const { tenantId, configVersion } = ctx.principal;
+  const listKey = (version: string) =>
+    createHash('sha256')
+      .update(JSON.stringify([tenantId, version, configVersion, mode, filters]))
+      .digest('base64url');
+  const cached = ctx.dataVersion === undefined ? undefined : subjectLists.get(listKey(ctx.dataVersion));
+  if (cached) return { keys: cached, dataVersion: ctx.dataVersion! };
+  const { subjects, dataVersion } = await findAggregateSubjects(
+    ctx.db,
+    tenantId,
+    filters,
+    MAX_AGGREGATE_SUBJECTS + 1,
+    mode !== 'ExternalId' && mode !== 'Id',
+  );
+  if (subjects.length > MAX_AGGREGATE_SUBJECTS)
+    throw ValidationError.at('input', `The filters select more than ${MAX_AGGREGATE_SUBJECTS} subjects; narrow them.`);
+  const keys = subjects.map((s) => ({ id: s.id, identifier: identifierOf(mode, s as SubjectRow, config) }));
+  if (dataVersion !== null) subjectLists.set(listKey(dataVersion), keys);
+  return { keys, dataVersion };
+}
+
+/**
+ * What identifies every subject's set, in list order: the fetch time of a set fresh in the rows (a row
+ * changes only by a write, which sets a new fetch time, or by an invalidation, after which it is not
+ * fresh until re-fetched). Undefined when a set is in memory (fetched and not stored, served stale) or
+ * failed: such answers are computed each time.
+ */
+function fingerprint(keys: readonly SubjectKey[], located: ReadonlyMap<string, Located>): string | undefined {
+  const parts: string[] = [];
+  for (const k of keys) {
+    const l = located.get(k.id);
+    if (l === undefined || l instanceof Error) return undefined;
+    if (l.at === 'rows') parts.push(String(l.fetchedAt.getTime()));
+    else if (k.identifier === null) parts.push('-');
+    else return undefined;
+  }
+  return parts.join(',');
+}
+
 /**
  * `dataPointAggregates` (issue 17, P57): one numeric item of one extract's points, over a set of subjects,
  * bucketed by a time item in a time zone, optionally grouped. The subjects' sets are made as fresh as a
@@ -232,17 +299,62 @@ export async function aggregateDataPoints(
   errors.throwIfAny();
 
   const mode = extract.source.subject_identifier;
-  const subjects = await findAggregateSubjects(
-    ctx.db,
-    tenantId,
-    filters,
-    MAX_AGGREGATE_SUBJECTS + 1,
-    mode !== 'ExternalId' && mode !== 'Id',
-  );
-  if (subjects.length > MAX_AGGREGATE_SUBJECTS)
-    throw ValidationError.at('input', `The filters select more than ${MAX_AGGREGATE_SUBJECTS} subjects; narrow them.`);
-  const keys = subjects.map((s) => ({ id: s.id, identifier: identifierOf(mode, s as SubjectRow, config) }));
+  const { keys, dataVersion } = await aggregateSubjects(ctx, filters, mode, config);
   const located = await ctx.data.locate(tenantId, extract, keys);
+
+  const plan = planBuckets(input.interval, from!, to!, zone!);
+  const grouping: AggregateGrouping =
+    input.groupBy === 'ITEM'
+      ? { by: 'item', key: input.groupByItemKey! }
+      : input.groupBy === 'CHILD_ENTITY'
+        ? { by: 'child', parentKey: entityKey! }
+        : { by: 'none' };
+  const question: Question = { extract, input, fractions, plan, grouping, children, maxGroups, keys, located };
+  // The answer is a function of the question, the subject list's data version and what each subject's set
+  // is (fingerprint): asked again, it is served from memory; asked concurrently, computed once.
+  const print = fingerprint(keys, located);
+  const key =
+    print !== undefined && dataVersion !== null
+      ? createHash('sha256')
+          .update(
+            JSON.stringify([tenantId, dataVersion, ctx.principal.configVersion, extract.key, extract.cache_epoch, mode, input, fractions]),
+          )
+          .update(print)
+          .digest('base64url')
+      : undefined;
+  if (key === undefined) return computeAggregation(ctx, question);
+  const known = answers.get(key) ?? computing.get(key);
+  if (known) return known;
+  const work = computeAggregation(ctx, question);
+  computing.set(key, work);
+  try {
+    const answer = await work;
+    answers.set(key, answer);
+    return answer;
+  } finally {
+    computing.delete(key);
+  }
+}
+
+/** What an aggregate is computed from, once its input is valid and its subjects are located. */
+interface Question {
+  extract: { key: string };
+  input: DataPointAggregatesInput;
+  fractions: readonly number[];
+  plan: BucketPlan;
+  grouping: AggregateGrouping;
+  /** The groups of CHILD_ENTITY, in code-point order. */
+  children: readonly string[];
+  maxGroups: number;
+  /** The subjects, by ExternalId, and where each one's set is. */
+  keys: readonly SubjectKey[];
+  located: ReadonlyMap<string, Located>;
+}
+
+/** Splits the subjects by where their sets are, aggregates in PostgreSQL and shapes the answer. */
+async function computeAggregation(ctx: Context, q: Question): Promise<Aggregation> {
+  const { input, fractions, plan, grouping, children, maxGroups, keys, located } = q;
+  const errors = new ErrorCollector();
 
   const rowSubjectIds: string[] = [];
   const memorySets: { subjectId: string; points: DataPoint[] }[] = [];
@@ -259,8 +371,8 @@ export async function aggregateDataPoints(
     else {
       if (l.stale && k.identifier !== null) {
         stale++;
-        ctx.staleData.set(`${extract.key}\u0001${k.identifier}`, {
-          extractKey: extract.key,
+        ctx.staleData.set(`${q.extract.key}\u0001${k.identifier}`, {
+          extractKey: q.extract.key,
           subjectIdentifier: k.identifier,
           fetchedAt: l.fetchedAt!.toISOString(),
         });
@@ -272,16 +384,9 @@ export async function aggregateDataPoints(
   const withIdentifier = keys.filter((k) => k.identifier !== null).length;
   if (firstError && unavailable.length === withIdentifier) throw firstError;
 
-  const plan = planBuckets(input.interval, from!, to!, zone!);
-  const grouping: AggregateGrouping =
-    input.groupBy === 'ITEM'
-      ? { by: 'item', key: input.groupByItemKey! }
-      : input.groupBy === 'CHILD_ENTITY'
-        ? { by: 'child', parentKey: entityKey! }
-        : { by: 'none' };
   const { rows, problems } = await aggregatePoints(ctx.db, {
-    tenantId,
-    extractKey: extract.key,
+    tenantId: ctx.principal.tenantId,
+    extractKey: q.extract.key,
     rowSubjectIds,
     memorySets,
     valueKey: input.valueItemKey,
@@ -335,7 +440,7 @@ export async function aggregateDataPoints(
       };
     }),
     coverage: {
-      subjectCount: subjects.length,
+      subjectCount: keys.length,
       contributingSubjectCount: totals.subjectCount,
       staleSubjectCount: stale,
       unavailableSubjectCount: unavailable.length,

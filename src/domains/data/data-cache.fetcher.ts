@@ -1,4 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
+import { bulkhead } from 'cockatiel';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config.js';
 import { ProviderUnavailableError } from '../../core/errors.js';
@@ -18,8 +19,16 @@ export interface Want {
   fallback?: { points: DataPoint[]; fetchedAt: Date } | undefined;
 }
 
+type Run = () => Promise<Map<string, Outcome>>;
+
 /** Runs a provider call when its turn comes (the background re-fetches' bulkhead). */
-export type Limit = (fn: () => Promise<Map<string, Outcome>>) => Promise<Map<string, Outcome>>;
+export type Limit = (fn: Run) => Promise<Map<string, Outcome>>;
+
+/** A queue running at most `n` of one reader's chunks at once. */
+function readerQueue(n: number): Limit {
+  const b = bulkhead(n, Number.POSITIVE_INFINITY);
+  return (run) => b.execute(run);
+}
 
 interface InFlight {
   /**
@@ -77,8 +86,9 @@ export class CacheFetcher {
   /**
    * Fetches in chunks of PROVIDER_BATCH_SIZE identifiers; `gen` is the store's generation of the extract
    * read before the cache rows were. Without `limit` (a reader's fetch) each subject's outcome is
-   * registered as in flight so that concurrent readers share the call; with it (a background re-fetch,
-   * which waits in a queue) it is not, so readers never wait behind the queue.
+   * registered as in flight so that concurrent readers share the call, and at most
+   * PROVIDER_READ_CONCURRENCY of its chunks are in flight at once; with it (a background re-fetch, which
+   * waits in a queue) it is not, so readers never wait behind the queue.
    */
   fetch(tenantId: string, extract: ExtractWithSource, wants: readonly Want[], gen: number, limit?: Limit): Map<string, Promise<Outcome>> {
     const outcomes = new Map<string, Promise<Outcome>>();
@@ -87,10 +97,12 @@ export class CacheFetcher {
     const byIdentifier = new Map<string, Want[]>();
     for (const w of wants) byIdentifier.set(w.subject.identifier, [...(byIdentifier.get(w.subject.identifier) ?? []), w]);
     const groups = [...byIdentifier.values()];
+    // One reader's many chunks (an aggregate over thousands of subjects) go out a few at a time: the
+    // provider is not flooded, and each answer is stored before the time-outs of the later calls run.
+    const queue = limit ?? (groups.length > size ? readerQueue(this.config.PROVIDER_READ_CONCURRENCY) : (run: Run) => run());
     for (let i = 0; i < groups.length; i += size) {
       const chunk = groups.slice(i, i + size).flat();
-      const run = () => this.fetchChunk(tenantId, extract, chunk, gen, limit !== undefined);
-      const result = limit ? limit(run) : run();
+      const result = queue(() => this.fetchChunk(tenantId, extract, chunk, gen, limit !== undefined));
       for (const w of chunk) {
         const key = cacheKey(tenantId, extract.key, w.subject.id);
         const outcome = result.then(
