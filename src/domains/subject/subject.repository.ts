@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { type Expression, type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../custom-field/custom-field.js';
-import type { Db, StructuralEntityRow, SubjectRow } from '../../db/tables.js';
+import type { Db, NewSubjectValue, StructuralEntityRow, SubjectRow } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchScore, matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
@@ -99,16 +99,6 @@ export interface SubjectWrite {
   values: Record<string, unknown>;
 }
 
-/** Inserts unless the matching values exist already (then `undefined`: a concurrent upsert won). */
-export async function insertSubject(db: Db, tenantId: string, s: SubjectWrite): Promise<SubjectRow | undefined> {
-  return db
-    .insertInto('subject')
-    .values({ tenant_id: tenantId, external_id: s.external_id, matching_key: s.matching_key, values: s.values })
-    .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
-    .returningAll()
-    .executeTakeFirst();
-}
-
 /** Writes a subject's values and the identity derived from them. */
 export async function updateSubjectRow(db: Db, tenantId: string, id: string, s: SubjectWrite): Promise<SubjectRow> {
   return db
@@ -137,13 +127,86 @@ export async function writeSubjectValues(
       subjects.map((s) => s.id),
     )
     .execute();
-  const searchable = (f: FieldDef) => f.dataType === 'String' || f.key === config.externalIdKey;
-  const rows = subjects.flatMap((s) => valueRows(tenantId, s.id, config.fields, s.values, searchable, config.externalIdKey));
+  const rows = subjects.flatMap((s) => subjectValueRows(tenantId, config, s));
   for (let i = 0; i < rows.length; i += 5000)
     await db
       .insertInto('subject_value')
       .values(rows.slice(i, i + 5000))
       .execute();
+}
+
+/** The index rows a subject's values give (valueRows), with the configuration's searchable fields. */
+export function subjectValueRows(tenantId: string, config: SubjectConfig, subject: Pick<SubjectRow, 'id' | 'values'>): NewSubjectValue[] {
+  const searchable = (f: FieldDef) => f.dataType === 'String' || f.key === config.externalIdKey;
+  return valueRows(tenantId, subject.id, config.fields, subject.values, searchable, config.externalIdKey);
+}
+
+/**
+ * One subject write as one statement (issue 19): the row (inserted under `id`, or updated), its index
+ * rows (those no longer there deleted, the others upserted, unchanged ones left alone), its locations
+ * made exactly `entityIds` when given (kept ones keep their creation time), and the tenant's data
+ * version bumped. Every part reads the row the first one wrote, so an insert that met a concurrent one
+ * (the same matching values: ON CONFLICT DO NOTHING) writes nothing at all and returns undefined.
+ */
+export async function saveSubject(
+  db: Db,
+  tenantId: string,
+  s: { id: string; insert: boolean; write: SubjectWrite; values: readonly NewSubjectValue[]; entityIds?: readonly string[] | undefined },
+): Promise<SubjectRow | undefined> {
+  const row = { external_id: s.write.external_id, matching_key: s.write.matching_key, values: s.write.values };
+  const rows = JSON.stringify(
+    s.values.map((v) => ({
+      f: v.field_key,
+      o: v.ordinal,
+      t: v.value_text,
+      k: v.sort_key,
+      s: v.searchable ?? false,
+      l: v.list_key ?? null,
+    })),
+  );
+  const locations =
+    s.entityIds === undefined
+      ? sql``
+      : sql`, unlocated AS (
+          DELETE FROM subject_location l USING subj
+          WHERE l.tenant_id = subj.tenant_id AND l.subject_id = subj.id AND NOT (l.structural_entity_id = ANY(cast(${s.entityIds} as int8[])))
+        ), located AS (
+          INSERT INTO subject_location (tenant_id, subject_id, structural_entity_id)
+          SELECT subj.tenant_id, subj.id, e FROM subj, unnest(cast(${s.entityIds} as int8[])) AS e
+          ON CONFLICT DO NOTHING
+        )`;
+  const subj = s.insert
+    ? db
+        .insertInto('subject')
+        .values({ tenant_id: tenantId, id: s.id, ...row })
+        .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
+        .returningAll()
+    : db
+        .updateTable('subject')
+        .set({ ...row, updated_at: sql<Date>`now()` })
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', s.id)
+        .returningAll();
+  // The parts touch disjoint rows (deleted: keys not written; upserted: keys written), so the order in
+  // which PostgreSQL runs a statement's data-modifying CTEs does not matter.
+  const result = await sql<SubjectRow>`
+    WITH subj AS (${subj}), r AS (
+      SELECT * FROM jsonb_to_recordset(cast(${rows} as jsonb)) AS r(f text, o int, t text, k text, s boolean, l text)
+    ), unvalued AS (
+      DELETE FROM subject_value v USING subj
+      WHERE v.tenant_id = subj.tenant_id AND v.subject_id = subj.id
+        AND NOT EXISTS (SELECT 1 FROM r WHERE r.f = v.field_key AND r.o = v.ordinal)
+    ), valued AS (
+      INSERT INTO subject_value AS v (tenant_id, subject_id, field_key, ordinal, value_text, sort_key, searchable, list_key)
+      SELECT subj.tenant_id, subj.id, r.f, r.o, r.t, r.k, r.s, r.l FROM subj, r
+      ON CONFLICT (tenant_id, subject_id, field_key, ordinal) DO UPDATE
+        SET value_text = excluded.value_text, sort_key = excluded.sort_key, searchable = excluded.searchable, list_key = excluded.list_key
+        WHERE (v.value_text, v.sort_key, v.searchable, v.list_key) IS DISTINCT FROM (excluded.value_text, excluded.sort_key, excluded.searchable, excluded.list_key)
+    )${locations}, bumped AS (
+      UPDATE tenant SET data_version = data_version + 1 WHERE id = ${tenantId} AND EXISTS (SELECT 1 FROM subj)
+    )
+    SELECT * FROM subj`.execute(db);
+  return result.rows[0];
 }
 
 /** A page of the tenant's subjects in id order after `afterId` (for batch jobs). */

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
 import type { Db, SubjectRow } from '../../db/tables.js';
 import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
@@ -5,6 +6,7 @@ import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '.
 import { type Principal, requirePermission } from '../../core/permissions.js';
 import type { Context } from '../../graphql/context.js';
 import { findEntityIdsByKeys, findStructureTypes, shareLockEntitiesByKeys } from '../structural-entity/structural-entity.repository.js';
+import { configVersionCache } from '../tenant/config-version-cache.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
 import { canonicalFilterValue, firstText, matchingKeyOf } from './subject-values.js';
@@ -12,12 +14,13 @@ import {
   type SubjectConfig,
   type SubjectFilters,
   addLocations,
-  insertSubject,
   cachedSubjectConfig,
   loadSubjectConfig,
   lockSubjectById,
   lockSubjectByMatchingKey,
   removeLocations,
+  saveSubject,
+  subjectValueRows,
   subjectsAfter,
   updateSubjectRow,
   writeSubjectValues,
@@ -98,10 +101,16 @@ function identity(config: SubjectConfig, values: Record<string, unknown>) {
   };
 }
 
+/** The keys of the structure types subjects may be assigned to (only a tenant apply changes them). */
+const assignableTypes = configVersionCache(
+  async (db, tenantId) => new Set((await findStructureTypes(db, tenantId)).filter((t) => t.subject_assignable).map((t) => t.key)),
+);
+
 /** Entity ids for location keys; unknown or non-assignable keys are errors at `${base}[i]` (D7). */
 async function resolveLocationKeys(
   db: Db,
   tenantId: string,
+  configVersion: string,
   keys: readonly string[],
   base: string,
   errors: ErrorCollector,
@@ -109,13 +118,11 @@ async function resolveLocationKeys(
   if (keys.length === 0) return [];
   const rows = await shareLockEntitiesByKeys(db, tenantId, keys);
   const byKey = new Map(rows.map((r) => [r.key, r]));
-  const types = new Map(
-    (await findStructureTypes(db, tenantId, [...new Set(rows.map((r) => r.structure_type_key))])).map((t) => [t.key, t]),
-  );
+  const assignable = await assignableTypes(db, tenantId, configVersion);
   keys.forEach((k, i) => {
     const e = byKey.get(k);
     if (!e) errors.add(`${base}[${i}]`, `Unknown structural entity '${k}'.`);
-    else if (!types.get(e.structure_type_key)?.subject_assignable)
+    else if (!assignable.has(e.structure_type_key))
       errors.add(`${base}[${i}]`, `Subjects cannot be assigned to '${k}' (its structure type is not subject-assignable).`);
   });
   return [...new Set(rows.map((r) => r.id))];
@@ -176,15 +183,25 @@ export async function upsertSubject(
       for (const k of missing) errors.add('customFieldValues', `The required field '${k}' is missing.`);
     }
     const entityIds = keysGiven
-      ? await resolveLocationKeys(trx, tenantId, input.structuralEntityKeys!, 'structuralEntityKeys', errors)
+      ? await resolveLocationKeys(trx, tenantId, principal.configVersion, input.structuralEntityKeys!, 'structuralEntityKeys', errors)
       : [];
     errors.throwIfAny();
 
+    // One statement writes the row, its index rows, its locations and the data version (issue 19).
+    const save = (id: string, insert: boolean, base: Record<string, unknown>) => {
+      const values = merge(base, changes);
+      return saveSubject(trx, tenantId, {
+        id,
+        insert,
+        write: { ...identity(config, values), values },
+        values: subjectValueRows(tenantId, config, { id, values }),
+        entityIds: keysGiven ? entityIds : undefined,
+      });
+    };
     let created = false;
     let subject: SubjectRow | undefined;
     if (!existing) {
-      const values = merge({}, changes);
-      subject = await insertSubject(trx, tenantId, { ...identity(config, values), values });
+      subject = await save(randomUUID(), true, {});
       if (subject) created = true;
       else {
         // A concurrent upsert created it first (ON CONFLICT waited for it to commit): update instead.
@@ -193,16 +210,7 @@ export async function upsertSubject(
         authorize(true);
       }
     }
-    if (existing) {
-      const values = merge(existing.values, changes);
-      subject = await updateSubjectRow(trx, tenantId, existing.id, { ...identity(config, values), values });
-    }
-    await writeSubjectValues(trx, tenantId, config, [subject!]);
-    if (keysGiven) {
-      await removeLocations(trx, tenantId, subject!.id, 'all');
-      await addLocations(trx, tenantId, subject!.id, entityIds);
-    }
-    await bumpDataVersion(trx, tenantId);
+    if (existing) subject = await save(existing.id, false, existing.values);
     return { subject: subject!, created };
   });
 }
@@ -231,10 +239,9 @@ export async function updateSubject(
     });
     errors.throwIfAny();
     const values = merge(existing.values, changes);
-    const subject = await updateSubjectRow(trx, tenantId, existing.id, { ...identity(config, values), values });
-    await writeSubjectValues(trx, tenantId, config, [subject]);
-    await bumpDataVersion(trx, tenantId);
-    return subject;
+    const rows = subjectValueRows(tenantId, config, { id: existing.id, values });
+    const write = { ...identity(config, values), values };
+    return (await saveSubject(trx, tenantId, { id: existing.id, insert: false, write, values: rows }))!;
   });
 }
 
@@ -250,7 +257,7 @@ export async function addSubjectLocations(
     const subject = await lockSubjectById(trx, principal.tenantId, id);
     if (!subject) throw new NotFoundError(NOT_FOUND);
     const errors = new ErrorCollector();
-    const ids = await resolveLocationKeys(trx, principal.tenantId, keys, 'keys', errors);
+    const ids = await resolveLocationKeys(trx, principal.tenantId, principal.configVersion, keys, 'keys', errors);
     errors.throwIfAny();
     await addLocations(trx, principal.tenantId, subject.id, ids);
     await bumpDataVersion(trx, principal.tenantId);
