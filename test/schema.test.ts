@@ -1,5 +1,6 @@
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
+import { buildClientSchema, getIntrospectionQuery, lexicographicSortSchema, printSchema } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../db/migrations.js';
 import { printedSchema } from '../src/app/schema.js';
@@ -35,6 +36,15 @@ describe('checked-in artefacts', () => {
   it('schema.graphql is the printed Pothos schema (run `npm run schema` when this fails)', async () => {
     const onDisk = await readFile(path.join(root, 'schema.graphql'), 'utf8');
     expect(onDisk).toBe(printedSchema());
+  });
+
+  it('schema.graphql is what a client introspects over HTTP, @defer and @stream included', async () => {
+    const r = await api.gql(getIntrospectionQuery());
+    expect(r.body.errors).toBeUndefined();
+    const served = `${printSchema(lexicographicSortSchema(buildClientSchema(r.body.data)))}\n`;
+    expect(served).toBe(await readFile(path.join(root, 'schema.graphql'), 'utf8'));
+    expect(served).toMatch(/^directive @defer\(/m);
+    expect(served).toMatch(/^directive @stream\(/m);
   });
 
   it('every file in db/migrations/ is listed in db/migrations.ts under its name, and nothing else is', async () => {
