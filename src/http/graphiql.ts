@@ -63,11 +63,22 @@ export interface GraphiQLYogaOptions {
 export function graphiqlOptions({ enabled, demoDefaults }: { enabled: boolean; demoDefaults: boolean }): GraphiQLYogaOptions {
   if (!enabled) return { graphiql: false };
   const defaults = demoDefaults ? DEMO_CLIENT : { tenantKey: '', clientId: '', clientSecret: '' };
+  // The page (about 9 MB: GraphiQL's bundle inlined) is the same for the same options: built once.
+  const pages = new Map<string, Promise<string>>();
   return {
     graphiql: { title: TITLE, defaultQuery: EXAMPLE_QUERY },
     // Imported on the first page view: the renderer holds GraphiQL's whole bundle (about 50 MB resident),
     // which an instance that never serves the page should not carry (issue 8).
-    renderGraphiQL: async (options) => withTokenForm((await import('@graphql-yoga/render-graphiql')).renderGraphiQL(options), defaults),
+    renderGraphiQL: (options) => {
+      const key = JSON.stringify(options);
+      let page = pages.get(key);
+      if (!page) {
+        page = import('@graphql-yoga/render-graphiql').then((m) => withTokenForm(m.renderGraphiQL(options), defaults));
+        pages.set(key, page);
+        page.catch(() => pages.delete(key));
+      }
+      return page;
+    },
   };
 }
 
