@@ -11,7 +11,8 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['eslint.config.js', '.dependency-cruiser.cjs'] },
+        // bench/peers/*.mjs: the PostGraphile peer, plain JavaScript outside tsconfig.json (bench/README.md, "Peers").
+        projectService: { allowDefaultProject: ['eslint.config.js', '.dependency-cruiser.cjs', 'bench/peers/*.mjs'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -30,6 +31,11 @@ export default tseslint.config(
     // dependency-cruiser reads its configuration as CommonJS.
     files: ['**/*.cjs'],
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
+  },
+  {
+    // The peer's plain ES modules run on Node (bench/peers, its own package).
+    files: ['bench/peers/**/*.mjs'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
   },
   {
     // Migrations take Kysely<any> (Kysely's convention: they are frozen, and must not import the app's

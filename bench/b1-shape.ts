@@ -170,6 +170,7 @@ export function shapeAnswer(kind: string, cfg: ShapeConfig, results: Row[][], pa
       return { ...restSubject(cfg, s), StructuralEntities: entities.map((e) => restEntity(cfg, e)) };
     }
     case 'gqlSubjects':
+    case 'gqlSubjectsNoCount':
     case 'gqlSubjectsWithEntities': {
       const bySubject = new Map<unknown, Row[]>();
       for (const l of sets.locations) bySubject.set(l['subject_id'], [...(bySubject.get(l['subject_id']) ?? []), l]);
@@ -185,7 +186,7 @@ export function shapeAnswer(kind: string, cfg: ShapeConfig, results: Row[][], pa
         }
         return { node };
       });
-      return { data: { subjects: { totalCount: total ?? 0, edges } } };
+      return { data: { subjects: kind === 'gqlSubjectsNoCount' ? { edges } : { totalCount: total ?? 0, edges } } };
     }
     default:
       throw new Error(`unknown shape ${kind}`);

@@ -119,7 +119,14 @@ const MAX_PAGES = 5000;
 export async function capturePhase(
   handle: DatabaseHandle,
   recorder: Recorder,
-  opts: { subjects: number; providerCalls: () => number; explain: boolean; log: (line: string) => void },
+  opts: {
+    subjects: number;
+    providerCalls: () => number;
+    explain: boolean;
+    log: (line: string) => void;
+    /** Only these scenarios (`npm run bench:peers`: the lists); all when absent. */
+    only?: readonly string[];
+  },
 ): Promise<CaptureResult> {
   const server = createServer();
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -197,7 +204,7 @@ export async function capturePhase(
     }
 
     const ctx: ScenarioContext = { deepCursor, subjectId, pageCursors, upsertStart: opts.subjects };
-    const scenarios = buildScenarios(ctx);
+    const scenarios = buildScenarios(ctx).filter((sc) => !opts.only || opts.only.includes(sc.id));
     const captured = new Map<string, CapturedScenario>();
     const teams = LEVELS[3].count;
     // The capture's upserts create subjects before B1 and the service run: they must not show in any

@@ -42,6 +42,24 @@ export interface ScenarioResult {
   failures: number;
 }
 
+/** One list request to a peer (PostGraphile), measured like the service's scenarios. */
+export interface PeerResult {
+  id: string;
+  title: string;
+  query: string;
+  /** The service's scenarios it is compared with: service req/s ÷ this request's req/s. */
+  compareWith: string[];
+  measured: Measured;
+  answerBytes: number;
+}
+
+/** The peers of a run: what ran, and its numbers (absent: skipped or failed, see BenchReport). */
+export interface PeersReport {
+  /** e.g. `PostGraphile 5.1.5 (amber preset)`. */
+  server: string;
+  results: PeerResult[];
+}
+
 export interface HalfRate {
   rate: number;
   result: Measured;
@@ -108,6 +126,12 @@ export interface BenchReport {
   dashboards?: DashboardsResult;
   /** Why the dashboards scenario has no numbers, when it failed. */
   dashboardsError?: string;
+  /** PostGraphile 5 on the same database, the same lists (issue 19; bench/peer.ts). */
+  peers?: PeersReport;
+  /** Why the peer did not run (PGlite, bench/peers not installed). */
+  peersSkipped?: string;
+  /** Why the peer has no numbers although it was installed (its answer check or its start failed). */
+  peersError?: string;
   markdown: string;
 }
 
@@ -121,7 +145,12 @@ const val = (n: number | null | undefined): number | undefined => (n === undefin
  * The issue's targets, evaluated on this run's numbers. A target whose scenario had failed answers does
  * not hold, whatever its numbers.
  */
-export function evaluateTargets(scenarios: ScenarioResult[], halfRate: HalfRate | undefined, subjects: number): Target[] {
+export function evaluateTargets(
+  scenarios: ScenarioResult[],
+  halfRate: HalfRate | undefined,
+  subjects: number,
+  peers?: PeersReport,
+): Target[] {
   const s = (id: string) => scenarios.find((x) => x.id === id);
   const f2 = (n: number | null | undefined) => (val(n) === undefined ? 'n/a' : n!.toFixed(2));
   const out: Target[] = [];
@@ -170,6 +199,18 @@ export function evaluateTargets(scenarios: ScenarioResult[], halfRate: HalfRate 
     'gql-100-entities',
   );
   ratio('gql-100-entities', 0.3, 'GraphQL 100 subjects with entities');
+  // Issue 19: the GraphQL list without totalCount at least as fast as PostGraphile's.
+  const peer = peers?.results.find((p) => p.id === 'pg-list');
+  if (peer) {
+    const q = peerRatio(scenarios, peer, 'gql-20-nocount');
+    const peerFailed = failures(peer.measured);
+    push(
+      'GraphQL 20 subjects without totalCount ≥ 1.0× PostGraphile (req/s)',
+      q === undefined ? 'n/a' : `${f2(q)}×${peerFailed ? ` (PostGraphile failed ${peerFailed} answers)` : ''}`,
+      q === undefined ? undefined : q >= 1 && peerFailed === 0,
+      'gql-20-nocount',
+    );
+  }
   ratio('dp-hit', 0.5, 'Data points cache hit');
   const calls = val(s('dp-miss')?.providerCallsPerRequest);
   push(
@@ -195,6 +236,13 @@ export function evaluateTargets(scenarios: ScenarioResult[], halfRate: HalfRate 
     'rest-list',
   );
   return out;
+}
+
+/** Service req/s of scenario `id` ÷ the peer's req/s (undefined without both). */
+export function peerRatio(scenarios: ScenarioResult[], peer: PeerResult, id: string): number | undefined {
+  const service = val(scenarios.find((x) => x.id === id)?.service?.rps);
+  const theirs = val(peer.measured.rps);
+  return service === undefined || theirs === undefined || theirs === 0 ? undefined : service / theirs;
 }
 
 /** Milliseconds for a table cell; NaN (no answer in the run) is null after the JSON round trip from the load generator. */
@@ -249,9 +297,43 @@ export function markdown(r: Omit<BenchReport, 'markdown'>): string {
       `| REST subjects page 1 at half max rate (${r.halfRate.rate} req/s) | ${r.connections} | ${rps(h)} | ${ms(h.p50)} | ${ms(h.p99)} |  | ${r.scenarios.find((s) => s.id === 'rest-list')?.statementsPerRequest ?? ''} | ${mb(h.peakRssBytes)} |  |  | p99/p50 ${ms(h.p99 / h.p50)} | ${failures(h) > 0 ? `⚠ ${failures(h)}` : '0'} |`,
     );
   }
+  lines.push('', ...peersMarkdown(r));
   lines.push('', '| target | measured | holds |', '| --- | --- | :---: |');
   for (const t of r.targets) lines.push(`| ${t.target} | ${t.measured} | ${t.holds === undefined ? '–' : t.holds ? 'yes' : 'no'} |`);
   return lines.join('\n');
+}
+
+/**
+ * The peers' table: each PostGraphile list beside the service's scenarios it is compared with; or the
+ * line saying why there is none.
+ */
+function peersMarkdown(r: Omit<BenchReport, 'markdown'>): string[] {
+  if (!r.peers) {
+    return [r.peersError ? `PostGraphile: FAILED: ${r.peersError}` : `PostGraphile: skipped: ${r.peersSkipped ?? 'not run'}`];
+  }
+  const b1 = r.scenarios.find((s) => s.id === 'rest-list')?.b1;
+  const lines = [
+    `Peer: ${r.peers.server}, same database and run, same load (${r.connections} connections, ${r.durationSec} s after ${r.warmupSec} s), pinned like the service. ` +
+      'Ratio: service req/s ÷ PostGraphile req/s.',
+    '',
+    '| PostGraphile request | req/s | p50 ms | p99 ms | peak RSS MB | answer bytes | ÷ B1 (REST list) | failed | service scenario | service req/s | service ÷ PostGraphile |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |',
+  ];
+  for (const p of r.peers.results) {
+    const m = p.measured;
+    const vsB1 = b1 && b1.rps > 0 ? `${(m.rps / b1.rps).toFixed(2)}×` : '';
+    const failed = failures(m);
+    p.compareWith.forEach((id, i) => {
+      const s = r.scenarios.find((x) => x.id === id);
+      const q = peerRatio(r.scenarios, p, id);
+      const head =
+        i === 0
+          ? `| ${p.title} | ${rps(m)} | ${ms(m.p50)} | ${ms(m.p99)} | ${mb(m.peakRssBytes)} | ${p.answerBytes} | ${vsB1} | ${failed > 0 ? `⚠ ${failed}` : '0'} |`
+          : '| | | | | | | | |';
+      lines.push(`${head} ${s?.title ?? id} | ${rps(s?.service)} | ${q === undefined ? 'n/a' : `${q.toFixed(2)}×`} |`);
+    });
+  }
+  return lines;
 }
 
 /** Writes `bench/results/<date>[-<kind>][-<label>]-<database>.json`; returns the path. */

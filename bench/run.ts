@@ -7,12 +7,16 @@
  *    loopback with BENCH_PROVIDER_LATENCY_MS (20) added to each call.
  * 2. Capture: the app built in-process answers each scenario once after a warm-up while its statements
  *    are recorded (statements per request, B1's statements, the real answers).
- * 3. B0 and B1 run as their own processes pinned to core 0, the load generator on core 1.
+ * 3. B0 and B1 run as their own processes pinned to core 0, the load generator on core 1; then the peer,
+ *    PostGraphile 5 (peer.ts, bench/peers), on PostgreSQL when bench/peers is installed (else one line says why).
  * 4. The service runs as `npm start` runs it (package.json's scripts.start; `npm run build` first, at
  *    the start of the bench, when that runs dist/), pinned to core 0.
  * 5. The noisy-neighbour scenario (noisy-neighbour.ts) on a database of its own, then the dashboards
  *    scenario (dashboards.ts: aggregates warm and cold, 1,000 subscriptions) on another.
  * 6. The tables are printed and the numbers written to bench/results/<date>[-<BENCH_LABEL>]-<db>.json.
+ *
+ * `--peers` (`npm run bench:peers`): only the list scenarios (LIST_SCENARIOS) for B0, B1, PostGraphile and
+ * the service; no half-rate run, no noisy neighbour, no dashboards; bench/results/<date>-peers[-<label>]-<db>.json.
  *
  * Environment: BENCH_SUBJECTS (100000), BENCH_DURATION (8 s), BENCH_WARMUP (1 s), BENCH_LATENCY_DURATION
  * (3 s), BENCH_CONNECTIONS (32), BENCH_LABEL, BENCH_PROVIDER_LATENCY_MS (20), BENCH_EXPLAIN (print the
@@ -31,6 +35,7 @@ import { type CapturedScenario, Recorder, capturePhase } from './capture.js';
 import type { DashboardsResult } from './dashboards.js';
 import { type LoadSpec, runLoad } from './load.js';
 import { type NoisyNeighbourResult, noisyMarkdown, runNoisyNeighbour } from './noisy-neighbour.js';
+import { peerUnavailable, runPeer } from './peer.js';
 import {
   drain,
   freePort,
@@ -49,6 +54,7 @@ import {
   type BenchReport,
   type HalfRate,
   type Measured,
+  type PeersReport,
   type ScenarioResult,
   evaluateTargets,
   failures,
@@ -56,7 +62,7 @@ import {
   markdown,
   writeReport,
 } from './report.js';
-import { MISS_CHECKS, type Scenario, missCheckCursors } from './scenarios.js';
+import { LIST_SCENARIOS, MISS_CHECKS, type Scenario, missCheckCursors } from './scenarios.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
 import { LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, envNumber as num, startCommand, startService, watchCode } from './service.js';
 import { CLIENT, TENANT_KEY } from './tenant-data.js';
@@ -71,6 +77,8 @@ const LABEL = process.env['BENCH_LABEL'] || undefined;
 const EXPLAIN = Boolean(process.env['BENCH_EXPLAIN']);
 const NOISY_SKIP = Boolean(process.env['BENCH_NOISY_SKIP']);
 const DASHBOARDS_SKIP = Boolean(process.env['BENCH_DASHBOARDS_SKIP']);
+/** `npm run bench:peers`: the list scenarios only, for B0, B1, the service and PostGraphile. */
+const PEERS_ONLY = process.argv.includes('--peers');
 
 const log = (line: string) => console.log(line);
 
@@ -111,6 +119,9 @@ async function main() {
   const bench = await createBenchDatabase(process.env['DATABASE_URL']);
   onCleanup('bench database', () => bench.dispose());
   log(`database: ${bench.kind}${bench.databaseUrl ? ` (${new URL(bench.databaseUrl).pathname.slice(1)})` : ` (${bench.dataDir})`}`);
+  // Said now, not only in the report: the run goes on without the peer.
+  const peersSkipped = peerUnavailable(bench);
+  if (peersSkipped) log(`PostGraphile: skipped: ${peersSkipped}`);
 
   // 1. Seed, 2. capture, on one handle; closed before any other process opens the database.
   const recorder = new Recorder();
@@ -136,6 +147,7 @@ async function main() {
       providerCalls: () => provider.stats().getDataPointsCalls,
       explain: EXPLAIN,
       log,
+      ...(PEERS_ONLY ? { only: LIST_SCENARIOS } : {}),
     });
   } finally {
     await handle.close();
@@ -265,6 +277,27 @@ async function main() {
     await proc.stop();
   }
 
+  // 3b. The peer, on the same database and core, with the same load as the service's lists. Its failure
+  // is reported (and makes the exit code 1) but leaves the rest of the run standing.
+  let peers: PeersReport | undefined;
+  let peersError: string | undefined;
+  if (!peersSkipped) {
+    try {
+      peers = await runPeer({
+        db: bench,
+        tenantId,
+        subjects: SUBJECTS,
+        logFile: path.join(workDir, 'postgraphile.log'),
+        measure: (spec) => load({ ...spec, connections: CONNECTIONS, durationSec: DURATION, warmupSec: WARMUP }),
+        log,
+      });
+    } catch (e) {
+      if (stoppingSignal()) throw e;
+      peersError = e instanceof Error ? e.message : String(e);
+      log(`PostGraphile FAILED: ${peersError}`);
+    }
+  }
+
   // 4. The service, as `npm start` runs it.
   log(`\nservice: ${start} (taskset -c ${SERVER_CORE}, NODE_ENV=production, LOG_LEVEL=warn)`);
   const {
@@ -323,7 +356,7 @@ async function main() {
       r.oneConnection = one;
       log(`  ${''.padEnd(18)} 1 connection: p50 ${one.p50} ms  p99 ${one.p99} ms`);
     }
-    if (sc.id === 'rest-list') {
+    if (sc.id === 'rest-list' && !PEERS_ONLY) {
       // The same list at a fixed rate of half the measured maximum: the latency spread below saturation.
       const rate = Math.max(1, Math.floor(m.rps / 2));
       resetPeakRss(servicePid);
@@ -342,7 +375,7 @@ async function main() {
   // 5. Noisy neighbour. Its failure leaves the rest of the report standing.
   let noisyNeighbour: NoisyNeighbourResult | undefined;
   let noisyNeighbourError: string | undefined;
-  if (!NOISY_SKIP) {
+  if (!NOISY_SKIP && !PEERS_ONLY) {
     try {
       noisyNeighbour = await runNoisyNeighbour({ start, workDir, databaseUrl: process.env['DATABASE_URL'], log });
     } catch (e) {
@@ -356,7 +389,7 @@ async function main() {
   let dashboards: DashboardsResult | undefined;
   let dashboardsMarkdown: ((r: DashboardsResult) => string) | undefined;
   let dashboardsError: string | undefined;
-  if (!DASHBOARDS_SKIP) {
+  if (!DASHBOARDS_SKIP && !PEERS_ONLY) {
     try {
       const scenario = await import('./dashboards.js');
       dashboardsMarkdown = scenario.dashboardsMarkdown;
@@ -370,7 +403,8 @@ async function main() {
 
   // 6. Report.
   const list = [...results.values()];
-  const targets = evaluateTargets(list, halfRate, SUBJECTS);
+  // bench:peers runs only the lists: the targets of the scenarios it did not run are left out.
+  const targets = evaluateTargets(list, halfRate, SUBJECTS, peers).filter((t) => !PEERS_ONLY || !t.measured.startsWith('n/a'));
   const base: Omit<BenchReport, 'markdown'> = {
     label: LABEL,
     date: new Date().toISOString().slice(0, 10),
@@ -393,6 +427,9 @@ async function main() {
     ...(noisyNeighbourError ? { noisyNeighbourError } : {}),
     ...(dashboards ? { dashboards } : {}),
     ...(dashboardsError ? { dashboardsError } : {}),
+    ...(peers ? { peers } : {}),
+    ...(peersSkipped ? { peersSkipped } : {}),
+    ...(peersError ? { peersError } : {}),
   };
   base.runtimeSeconds = Math.round((performance.now() - started) / 1000);
   const table =
@@ -408,8 +445,9 @@ async function main() {
         ? `\n\nDashboards: failed: ${dashboardsError}`
         : '');
   console.log(`\n${table}\n`);
-  const file = await writeReport(path.join(REPO, 'bench/results'), { ...base, markdown: table });
+  const file = await writeReport(path.join(REPO, 'bench/results'), { ...base, markdown: table }, PEERS_ONLY ? 'peers' : undefined);
   log(`written: ${path.relative(process.cwd(), file)} (${base.runtimeSeconds} s)`);
+  if (peersError) process.exitCode = 1;
 }
 
 /** What the service answered that B1 takes as given (a cached TotalCount, HasPreviousPage). */

@@ -5,7 +5,8 @@
 import { EXTRACT_KEY } from './tenant-data.js';
 
 /** How B1 shapes the rows of the replayed statements into the scenario's answer (see b1-shape.ts). */
-export type ShapeKind = 'restSubjectPage' | 'restSubjectById' | 'restEntityPage' | 'gqlSubjects' | 'gqlSubjectsWithEntities';
+export type ShapeKind =
+  'restSubjectPage' | 'restSubjectById' | 'restEntityPage' | 'gqlSubjects' | 'gqlSubjectsNoCount' | 'gqlSubjectsWithEntities';
 
 /** How the load generator varies each request (autocannon's setupRequest in load-worker.ts). */
 export type Variant =
@@ -43,6 +44,8 @@ export interface Scenario {
 export const SUBJECT_FIELDS =
   'subjectId externalId customFieldValues { field { key name type required isArray } values { dataType valueText } }';
 export const GQL_SUBJECTS_20 = `{ subjects(first: 20) { totalCount edges { node { ${SUBJECT_FIELDS} } } } }`;
+/** The same page without totalCount: what PostGraphile's list without totalCount is compared with (issue 19). */
+export const GQL_SUBJECTS_20_NO_COUNT = `{ subjects(first: 20) { edges { node { ${SUBJECT_FIELDS} } } } }`;
 export const GQL_SUBJECTS_100_ENTITIES = `{ subjects(first: 100) { totalCount edges { node { ${SUBJECT_FIELDS} structuralEntities(first: 10) { edges { node { key displayName parentKey depth } } } } } } }`;
 /** 50 subjects from `after` with their 7 data points each (the extract's one page). */
 export const GQL_DATA_POINTS = `query($after: String) { subjects(first: 50, after: $after) { edges { node { externalId dataPoints(extractKey: "${EXTRACT_KEY}", first: 100) { totalCount edges { node { id items { key value } } } } } } } }`;
@@ -64,6 +67,9 @@ export interface ScenarioContext {
   /** First subject index the upsert scenarios may create. */
   upsertStart: number;
 }
+
+/** The list scenarios `npm run bench:peers` runs (the ones PostGraphile's lists are compared with). */
+export const LIST_SCENARIOS = ['rest-list', 'gql-20', 'gql-20-nocount'];
 
 export const SEARCH_TERM = 'Jonh Carpentr';
 export const FILTER = 'customFieldValueFilter.values[grade]=42';
@@ -116,6 +122,14 @@ export function buildScenarios(ctx: ScenarioContext): Scenario[] {
       pageSize: 20,
     },
     { ...read, ...gql(GQL_SUBJECTS_20), id: 'gql-20', title: 'GraphQL 20 subjects (totalCount)', shape: 'gqlSubjects', pageSize: 20 },
+    {
+      ...read,
+      ...gql(GQL_SUBJECTS_20_NO_COUNT),
+      id: 'gql-20-nocount',
+      title: 'GraphQL 20 subjects (no totalCount)',
+      shape: 'gqlSubjectsNoCount',
+      pageSize: 20,
+    },
     {
       ...read,
       ...gql(GQL_SUBJECTS_100_ENTITIES),
