@@ -1,6 +1,8 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type ApiClient,
+  type ApiResponse,
   FULL_CLIENT,
   type TestApp,
   type TestTenant,
@@ -541,6 +543,23 @@ describe('matching values and concurrency (D7)', () => {
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body.internalId).toBe(sid);
     expect(await allExternalIds(api2)).toEqual(['MM-1']);
+  });
+
+  it('a write whose row changed after it read it reads it again and loses nothing (P64)', async () => {
+    const sid = await upsertOk(api, person('RACE-2', 'Racer'));
+    let patch: Promise<ApiResponse> | undefined;
+    await app.handle.db.transaction().execute(async (trx) => {
+      // Another writer holds the row; the PATCH reads the row as committed (no lock) and then waits for
+      // it to write. (PGlite has one connection: there the PATCH waits before it reads, and reads the change.)
+      await sql`SELECT 1 FROM subject WHERE id = ${sid} FOR UPDATE`.execute(trx);
+      patch = api.patch(byId(sid), { CustomFields: [sv('email', 'String', 'late@example.org')] });
+      await new Promise((r) => setTimeout(r, 300));
+      await sql`UPDATE subject SET values = values || '{"grade": 99}'::jsonb WHERE id = ${sid}`.execute(trx);
+    });
+    const r = await patch!;
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const got = (await api.get(byId(sid))).body;
+    expect([textOf(got, 'grade'), textOf(got, 'email')]).toEqual(['99', 'late@example.org']);
   });
 
   it('20 parallel upserts with the same matching values create exactly one subject', async () => {

@@ -59,17 +59,6 @@ export async function lockSubjectById(db: Db, tenantId: string, id: string): Pro
   return db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).forUpdate().executeTakeFirst();
 }
 
-/** The subject with these matching values (D7), locked FOR UPDATE for the caller's transaction. */
-export async function lockSubjectByMatchingKey(db: Db, tenantId: string, matchingKey: string): Promise<SubjectRow | undefined> {
-  return db
-    .selectFrom('subject')
-    .selectAll()
-    .where('tenant_id', '=', tenantId)
-    .where('matching_key', '=', matchingKey)
-    .forUpdate()
-    .executeTakeFirst();
-}
-
 /** The id of the tenant's subject with this UUID (compared in lower case), if there is one. */
 export async function findSubjectId(db: Db, tenantId: string, id: string): Promise<string | undefined> {
   if (!isUuid(id)) return undefined;
@@ -135,6 +124,60 @@ export async function writeSubjectValues(
       .execute();
 }
 
+/** A subject as a write reads it: its values, and its row version (`xmin`) for the write's condition. */
+export interface SubjectSeen {
+  id: string;
+  values: Record<string, unknown>;
+  version: string;
+}
+
+/**
+ * What an upsert reads, in one statement (P64): the subject with these matching values, if any (locked
+ * FOR UPDATE with `lock`), and the entities of `entityKeys` that exist.
+ */
+export async function findUpsertTarget(
+  db: Db,
+  tenantId: string,
+  matchingKey: string,
+  entityKeys: readonly string[],
+  lock: boolean,
+): Promise<{ subject: SubjectSeen | undefined; entities: { id: string; key: string; structure_type_key: string }[] }> {
+  const row = await db
+    .selectNoFrom((eb) => [
+      eb
+        .selectFrom('subject')
+        .select(sql<SubjectSeen>`jsonb_build_object('id', id, 'values', values, 'version', xmin::text)`.as('s'))
+        .where('tenant_id', '=', tenantId)
+        .where('matching_key', '=', matchingKey)
+        .$if(lock, (q) => q.forUpdate())
+        .as('subject'),
+      eb
+        .selectFrom('structural_entity')
+        .select(
+          sql<
+            { id: string; key: string; structure_type_key: string }[]
+          >`coalesce(jsonb_agg(jsonb_build_object('id', id::text, 'key', key, 'structure_type_key', structure_type_key)), '[]')`.as('e'),
+        )
+        .where('tenant_id', '=', tenantId)
+        .where('key', '=', sql<string>`ANY(cast(${entityKeys} as text[]))`)
+        .as('entities'),
+    ])
+    .executeTakeFirstOrThrow();
+  return { subject: row.subject ?? undefined, entities: row.entities ?? [] };
+}
+
+/** The subject with this id as a write reads it (P64), locked FOR UPDATE with `lock`. */
+export async function findSubjectSeen(db: Db, tenantId: string, id: string, lock: boolean): Promise<SubjectSeen | undefined> {
+  if (!isUuid(id)) return undefined;
+  return db
+    .selectFrom('subject')
+    .select(['id', 'values', sql<string>`xmin::text`.as('version')])
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .$if(lock, (q) => q.forUpdate())
+    .executeTakeFirst();
+}
+
 /** The index rows a subject's values give (valueRows), with the configuration's searchable fields. */
 export function subjectValueRows(tenantId: string, config: SubjectConfig, subject: Pick<SubjectRow, 'id' | 'values'>): NewSubjectValue[] {
   const searchable = (f: FieldDef) => f.dataType === 'String' || f.key === config.externalIdKey;
@@ -146,12 +189,20 @@ export function subjectValueRows(tenantId: string, config: SubjectConfig, subjec
  * rows (those no longer there deleted, the others upserted, unchanged ones left alone), its locations
  * made exactly `entityIds` when given (kept ones keep their creation time), and the tenant's data
  * version bumped. Every part reads the row the first one wrote, so an insert that met a concurrent one
- * (the same matching values: ON CONFLICT DO NOTHING) writes nothing at all and returns undefined.
+ * (the same matching values: ON CONFLICT DO NOTHING), or an update of a row another write changed since
+ * it was read (its `xmin` moved on), writes nothing at all and returns undefined: read again and retry.
  */
 export async function saveSubject(
   db: Db,
   tenantId: string,
-  s: { id: string; insert: boolean; write: SubjectWrite; values: readonly NewSubjectValue[]; entityIds?: readonly string[] | undefined },
+  s: {
+    id: string;
+    /** Insert (no version), or update the row still at this version (`xmin` as read). */
+    version: string | null;
+    write: SubjectWrite;
+    values: readonly NewSubjectValue[];
+    entityIds?: readonly string[] | undefined;
+  },
 ): Promise<SubjectRow | undefined> {
   const row = { external_id: s.write.external_id, matching_key: s.write.matching_key, values: s.write.values };
   const rows = JSON.stringify(
@@ -175,18 +226,20 @@ export async function saveSubject(
           SELECT subj.tenant_id, subj.id, e FROM subj, unnest(cast(${s.entityIds} as int8[])) AS e
           ON CONFLICT DO NOTHING
         )`;
-  const subj = s.insert
-    ? db
-        .insertInto('subject')
-        .values({ tenant_id: tenantId, id: s.id, ...row })
-        .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
-        .returningAll()
-    : db
-        .updateTable('subject')
-        .set({ ...row, updated_at: sql<Date>`now()` })
-        .where('tenant_id', '=', tenantId)
-        .where('id', '=', s.id)
-        .returningAll();
+  const subj =
+    s.version === null
+      ? db
+          .insertInto('subject')
+          .values({ tenant_id: tenantId, id: s.id, ...row })
+          .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
+          .returningAll()
+      : db
+          .updateTable('subject')
+          .set({ ...row, updated_at: sql<Date>`now()` })
+          .where('tenant_id', '=', tenantId)
+          .where('id', '=', s.id)
+          .where(sql<SqlBool>`xmin = cast(${s.version} as xid)`)
+          .returningAll();
   // The parts touch disjoint rows (deleted: keys not written; upserted: keys written), so the order in
   // which PostgreSQL runs a statement's data-modifying CTEs does not matter.
   const result = await sql<SubjectRow>`

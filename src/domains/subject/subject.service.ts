@@ -17,8 +17,9 @@ import {
   cachedSubjectConfig,
   loadSubjectConfig,
   lockSubjectById,
-  lockSubjectByMatchingKey,
   removeLocations,
+  findSubjectSeen,
+  findUpsertTarget,
   saveSubject,
   subjectValueRows,
   subjectsAfter,
@@ -117,8 +118,18 @@ async function resolveLocationKeys(
 ): Promise<string[]> {
   if (keys.length === 0) return [];
   const rows = await shareLockEntitiesByKeys(db, tenantId, keys);
+  return checkLocationKeys(keys, rows, await assignableTypes(db, tenantId, configVersion), base, errors);
+}
+
+/** The ids of the entities `keys` name, found in `rows`; unknown or non-assignable keys are errors. */
+function checkLocationKeys(
+  keys: readonly string[],
+  rows: readonly { id: string; key: string; structure_type_key: string }[],
+  assignable: ReadonlySet<string>,
+  base: string,
+  errors: ErrorCollector,
+): string[] {
   const byKey = new Map(rows.map((r) => [r.key, r]));
-  const assignable = await assignableTypes(db, tenantId, configVersion);
   keys.forEach((k, i) => {
     const e = byKey.get(k);
     if (!e) errors.add(`${base}[${i}]`, `Unknown structural entity '${k}'.`);
@@ -130,12 +141,40 @@ async function resolveLocationKeys(
 
 /** Runs a subject write; a unique violation of the matching values becomes 409 (D7). */
 async function write<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
+  return asConflicts(() => inTransaction(db, fn));
+}
+
+/** The conflicts a subject write can meet as 409s: matching values taken, an entity deleted meanwhile. */
+async function asConflicts<T>(fn: () => Promise<T>): Promise<T> {
   try {
-    return await inTransaction(db, fn);
+    return await fn();
   } catch (e) {
     if (isUniqueViolation(e, 'subject_matching_uq')) throw new ConflictError('Another subject already has these matching field values.');
+    if ((e as { code?: string })?.code === '23503' && (e as { constraint?: string }).constraint === 'subject_location_entity_fk')
+      throw new ConflictError('A structural entity of the request was deleted meanwhile; retry the request.');
     throw e;
   }
+}
+
+/**
+ * Runs a subject write optimistically (P64): `attempt` reads without locks and writes under the
+ * condition that the row is still as read, outside a transaction (its write is one statement). If a
+ * concurrent write got in between (`attempt` gives undefined), it runs again in a transaction with
+ * `lock` set, reading the row FOR UPDATE, so a contended subject is written in turn rather than retried
+ * without end; an insert that met a concurrent one runs once more, as an update.
+ */
+async function optimistically<T>(db: Db, attempt: (db: Db, lock: boolean) => Promise<T | undefined>): Promise<T> {
+  return asConflicts(async () => {
+    const fast = await attempt(db, false);
+    if (fast !== undefined) return fast;
+    return inTransaction(db, async (trx) => {
+      for (let i = 0; i < 2; i++) {
+        const done = await attempt(trx, true);
+        if (done !== undefined) return done;
+      }
+      throw new ConflictError('The subject changed concurrently; retry the request.');
+    });
+  });
 }
 
 export interface UpsertSubjectInput {
@@ -155,63 +194,45 @@ export async function upsertSubject(
   const { db, principal } = ctx;
   const tenantId = principal.tenantId;
   const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
-  return write(db, async (trx) => {
-    const errors = new ErrorCollector();
-    const changes = await parseValues(trx, tenantId, config, input.customFieldValues, 'customFieldValues', errors);
-    // Without matching fields every subject would match every other one (D7 needs them to identify).
-    if (config.matchingKeys.length === 0) throw new ConflictError('The tenant has no subject matching fields configured.');
-    for (const k of config.matchingKeys) {
-      // A matching field sent with a bad value is already reported where it was sent.
-      if (!input.customFieldValues.some((v) => v.key === k)) errors.add('customFieldValues', `The matching field '${k}' is required.`);
-      else if (changes.get(k) === null) errors.add('customFieldValues', `The matching field '${k}' cannot be null.`);
-    }
-    errors.throwIfAny();
+  const errors = new ErrorCollector();
+  const changes = await parseValues(db, tenantId, config, input.customFieldValues, 'customFieldValues', errors);
+  // Without matching fields every subject would match every other one (D7 needs them to identify).
+  if (config.matchingKeys.length === 0) throw new ConflictError('The tenant has no subject matching fields configured.');
+  for (const k of config.matchingKeys) {
+    // A matching field sent with a bad value is already reported where it was sent.
+    if (!input.customFieldValues.some((v) => v.key === k)) errors.add('customFieldValues', `The matching field '${k}' is required.`);
+    else if (changes.get(k) === null) errors.add('customFieldValues', `The matching field '${k}' cannot be null.`);
+  }
+  errors.throwIfAny();
 
-    const keysGiven = input.structuralEntityKeys !== undefined && input.structuralEntityKeys !== null;
-    const probe = identity(config, Object.fromEntries([...changes].filter(([k]) => config.matchingKeys.includes(k))));
-    let existing = await lockSubjectByMatchingKey(trx, tenantId, probe.matching_key);
-    const authorize = (exists: boolean) => {
-      requirePermission(principal, exists ? 'Edit:Subject' : 'Create:Subject');
-      if (exists && keysGiven) {
-        requirePermission(principal, 'Create:SubjectLocation');
-        requirePermission(principal, 'Delete:SubjectLocation');
-      }
-    };
-    authorize(existing !== undefined);
+  const keys = input.structuralEntityKeys ?? undefined;
+  const probe = identity(config, Object.fromEntries([...changes].filter(([k]) => config.matchingKeys.includes(k))));
+  const assignable = keys?.length ? await assignableTypes(db, tenantId, principal.configVersion) : new Set<string>();
+  return optimistically(db, async (db, lock) => {
+    const { subject: existing, entities } = await findUpsertTarget(db, tenantId, probe.matching_key, keys ?? [], lock);
+    requirePermission(principal, existing ? 'Edit:Subject' : 'Create:Subject');
+    if (existing && keys) {
+      requirePermission(principal, 'Create:SubjectLocation');
+      requirePermission(principal, 'Delete:SubjectLocation');
+    }
+    const problems = new ErrorCollector();
     if (!existing) {
       const missing = config.fields.filter((f) => f.required && !changes.has(f.key)).map((f) => f.key);
-      for (const k of missing) errors.add('customFieldValues', `The required field '${k}' is missing.`);
+      for (const k of missing) problems.add('customFieldValues', `The required field '${k}' is missing.`);
     }
-    const entityIds = keysGiven
-      ? await resolveLocationKeys(trx, tenantId, principal.configVersion, input.structuralEntityKeys!, 'structuralEntityKeys', errors)
-      : [];
-    errors.throwIfAny();
-
-    // One statement writes the row, its index rows, its locations and the data version (issue 19).
-    const save = (id: string, insert: boolean, base: Record<string, unknown>) => {
-      const values = merge(base, changes);
-      return saveSubject(trx, tenantId, {
-        id,
-        insert,
-        write: { ...identity(config, values), values },
-        values: subjectValueRows(tenantId, config, { id, values }),
-        entityIds: keysGiven ? entityIds : undefined,
-      });
-    };
-    let created = false;
-    let subject: SubjectRow | undefined;
-    if (!existing) {
-      subject = await save(randomUUID(), true, {});
-      if (subject) created = true;
-      else {
-        // A concurrent upsert created it first (ON CONFLICT waited for it to commit): update instead.
-        existing = await lockSubjectByMatchingKey(trx, tenantId, probe.matching_key);
-        if (!existing) throw new ConflictError('The subject changed concurrently; retry the request.');
-        authorize(true);
-      }
-    }
-    if (existing) subject = await save(existing.id, false, existing.values);
-    return { subject: subject!, created };
+    const entityIds = keys ? checkLocationKeys(keys, entities, assignable, 'structuralEntityKeys', problems) : undefined;
+    problems.throwIfAny();
+    // One statement writes the row, its index rows, its locations and the data version (P64).
+    const id = existing?.id ?? randomUUID();
+    const values = merge(existing?.values ?? {}, changes);
+    const subject = await saveSubject(db, tenantId, {
+      id,
+      version: existing?.version ?? null,
+      write: { ...identity(config, values), values },
+      values: subjectValueRows(tenantId, config, { id, values }),
+      entityIds,
+    });
+    return subject && { subject, created: !existing };
   });
 }
 
@@ -226,22 +247,22 @@ export async function updateSubject(
   const tenantId = principal.tenantId;
   requirePermission(principal, 'Edit:Subject');
   const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
-  return write(db, async (trx) => {
-    const existing = await lockSubjectById(trx, tenantId, id);
+  const errors = new ErrorCollector();
+  // Problems are named under the list as sent (D5: CustomFieldValues is accepted as an alias).
+  const changes = await parseValues(db, tenantId, config, customFields, base, errors);
+  customFields.forEach((item, i) => {
+    if (config.matchingKeys.includes(item.key) && changes.get(item.key) === null) {
+      errors.add(`${base}[${i}].value`, `The matching field '${item.key}' cannot be cleared.`);
+    }
+  });
+  return optimistically(db, async (db, lock) => {
+    const existing = await findSubjectSeen(db, tenantId, id, lock);
     if (!existing) throw new NotFoundError(NOT_FOUND);
-    const errors = new ErrorCollector();
-    // Problems are named under the list as sent (D5: CustomFieldValues is accepted as an alias).
-    const changes = await parseValues(trx, tenantId, config, customFields, base, errors);
-    customFields.forEach((item, i) => {
-      if (config.matchingKeys.includes(item.key) && changes.get(item.key) === null) {
-        errors.add(`${base}[${i}].value`, `The matching field '${item.key}' cannot be cleared.`);
-      }
-    });
     errors.throwIfAny();
     const values = merge(existing.values, changes);
     const rows = subjectValueRows(tenantId, config, { id: existing.id, values });
     const write = { ...identity(config, values), values };
-    return (await saveSubject(trx, tenantId, { id: existing.id, insert: false, write, values: rows }))!;
+    return saveSubject(db, tenantId, { id: existing.id, version: existing.version, write, values: rows });
   });
 }
 
