@@ -1,12 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DirectiveLocation, GraphQLBoolean, GraphQLDirective, GraphQLSchema, GraphQLString, parse, validate } from 'graphql';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { browserAvailable, loopbackPage } from './browser.js';
 import { schema } from '../src/app/schema.js';
 import { DASHBOARD_QUERIES } from '../src/http/dashboard.js';
 import { type TestApp, freePort, startApp } from './helpers.js';
@@ -16,12 +16,7 @@ import { type TestApp, freePort, startApp } from './helpers.js';
 // `npm start` serves them), it renders a non-empty chart and shows a change that the provider's notify
 // command posts within 2 s.
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasBrowser = existsSync(CHROMIUM);
-if (!hasBrowser)
-  console.warn(
-    `test/dashboard.test.ts: the browser test is skipped: no browser at ${CHROMIUM} (install it with: apt-get install -y chromium; .ci/run does).`,
-  );
+const hasBrowser = browserAvailable('test/dashboard.test.ts');
 
 // page.evaluate callbacks run in the page; the project's types are Node's (no DOM library).
 declare const document: any;
@@ -161,29 +156,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
       expect(res.status).toBe(201);
     }
 
-    browser = await puppeteer.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--no-first-run',
-      ],
-    });
-    page = await browser.newPage();
-    await page.setViewport({ width: 1400, height: 900 });
-    page.setDefaultTimeout(15_000);
-    await page.setRequestInterception(true);
-    page.on('request', (request) => {
-      const url = request.url();
-      if (onLoopback(url)) void request.continue();
-      else {
-        outside.push(url);
-        void request.abort();
-      }
-    });
+    ({ browser, page } = await loopbackPage(outside));
     page.on('console', (message) => {
       if (message.type() === 'error') pageErrors.push(message.text());
     });
@@ -337,13 +310,3 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
     return page.$eval(selector, (el) => (el as unknown as { innerText: string }).innerText);
   }
 });
-
-/** A URL on 127.0.0.1 (a blob: URL by its origin); data: URLs make no request. */
-function onLoopback(raw: string): boolean {
-  if (raw.startsWith('data:')) return true;
-  try {
-    return new URL(raw.startsWith('blob:') ? raw.slice('blob:'.length) : raw).hostname === '127.0.0.1';
-  } catch {
-    return false;
-  }
-}

@@ -1,17 +1,12 @@
-import { existsSync } from 'node:fs';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { browserAvailable, loopbackPage } from './browser.js';
 import { type TestApp, type TestTenant, FULL_CLIENT, createTenant, startApp } from './helpers.js';
 
 // Issue 10 item 5: GraphiQL works offline (its assets come from the installed packages) and with a token
 // (a form on the page gets one from /connect/token), and opens with an example query that runs.
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasBrowser = existsSync(CHROMIUM);
-if (!hasBrowser)
-  console.warn(
-    `test/graphiql.test.ts: the browser test is skipped: no browser at ${CHROMIUM} (install it with: apt-get install -y chromium; .ci/run does).`,
-  );
+const hasBrowser = browserAvailable('test/graphiql.test.ts');
 
 describe('GET /graphql (GraphiQL) over HTTP', () => {
   let app: TestApp;
@@ -70,30 +65,10 @@ describe.skipIf(!hasBrowser)('GraphiQL in a headless browser', () => {
       });
       expect(r.status).toBe(201);
     }
-    browser = await puppeteer.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--no-first-run',
-      ],
-    });
-    page = await browser.newPage();
-    await page.setViewport({ width: 1400, height: 900 });
-    page.setDefaultTimeout(15_000);
-    await page.setRequestInterception(true);
-    page.on('request', (request) => {
-      const url = request.url();
-      if (url.startsWith(`${app.url}/graphql`) && request.method() === 'POST') graphqlRequests.push(request.headers()['authorization']);
-      if (onLoopback(url)) void request.continue();
-      else {
-        outside.push(url);
-        void request.abort();
-      }
-    });
+    ({ browser, page } = await loopbackPage(outside, (request) => {
+      if (request.url().startsWith(`${app.url}/graphql`) && request.method() === 'POST')
+        graphqlRequests.push(request.headers()['authorization']);
+    }));
   });
   afterAll(async () => {
     await browser?.close();
@@ -161,13 +136,3 @@ describe.skipIf(!hasBrowser)('GraphiQL in a headless browser', () => {
     await page.locator('#ssdi-token input[name=client_secret]').fill(clientSecret);
   }
 });
-
-/** A URL on 127.0.0.1 (a blob: URL by its origin); data: URLs make no request. */
-function onLoopback(raw: string): boolean {
-  if (raw.startsWith('data:')) return true;
-  try {
-    return new URL(raw.startsWith('blob:') ? raw.slice('blob:'.length) : raw).hostname === '127.0.0.1';
-  } catch {
-    return false;
-  }
-}

@@ -307,13 +307,18 @@ export function graphqlRendering(e: GraphQLError): GraphQLError {
   const http = (e.extensions as { http?: { status?: number } } | undefined)?.http;
   if (!http) return e;
   const { http: _http, ...rest } = e.extensions;
+  return withExtensions(e, { ...rest, status: http.status });
+}
+
+/** The same error (message, placement, path, original error) with other extensions. */
+export function withExtensions(e: GraphQLError, extensions: GraphQLError['extensions']): GraphQLError {
   return new GraphQLError(e.message, {
     nodes: e.nodes ?? null,
     source: e.source ?? null,
     positions: e.positions ?? null,
     path: e.path ?? null,
     originalError: e.originalError ?? null,
-    extensions: { ...rest, status: http.status },
+    extensions,
   });
 }
 

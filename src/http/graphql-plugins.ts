@@ -3,7 +3,7 @@ import { BREAK, type DocumentNode, GraphQLError, type Source, getOperationAST, v
 import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
-import { AppError, graphqlRendering, isRefusal } from '../core/errors.js';
+import { AppError, graphqlRendering, isRefusal, withExtensions } from '../core/errors.js';
 import { type Context, dataVersionFor } from '../graphql/context.js';
 import type { Admission } from './admission.js';
 
@@ -56,14 +56,7 @@ function requestErrorRendering(e: GraphQLError): GraphQLError {
   if (extensions.unexpected || (e.originalError && !(e.originalError instanceof GraphQLError))) return e;
   const http = extensions.http ?? { status: 400, spec: true };
   if (extensions.http && extensions.status === http.status) return e;
-  return new GraphQLError(e.message, {
-    nodes: e.nodes ?? null,
-    source: e.source ?? null,
-    positions: e.positions ?? null,
-    path: e.path ?? null,
-    originalError: e.originalError ?? null,
-    extensions: { ...e.extensions, http, status: http.status },
-  });
+  return withExtensions(e, { ...e.extensions, http, status: http.status });
 }
 
 /**
@@ -128,13 +121,7 @@ export const everyErrorCoded: Plugin = {
       errors: errors.map((e) => {
         if (e.extensions?.['code']) return e;
         const code = e.message.startsWith('Syntax Error') ? 'GRAPHQL_PARSE_FAILED' : e.path ? 'BAD_REQUEST' : 'GRAPHQL_VALIDATION_FAILED';
-        return new GraphQLError(e.message, {
-          nodes: e.nodes ?? null,
-          source: e.source ?? null,
-          positions: e.positions ?? null,
-          path: e.path ?? null,
-          extensions: { ...e.extensions, code },
-        });
+        return withExtensions(e, { ...e.extensions, code });
       }),
     });
   },
