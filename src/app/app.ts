@@ -40,6 +40,7 @@ import {
   logArgs,
   operationNameIsString,
   queryDataVersion,
+  slicedResults,
   staleDataExtension,
 } from '../http/graphql-plugins.js';
 import { graphiqlOptions } from '../http/graphiql.js';
@@ -242,6 +243,8 @@ export async function buildApp({
       compiledRepeatedDocuments(),
       admissionControl(admission),
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
+      // Last: it serialises the final result (P65).
+      slicedResults,
     ],
     // The limits depend on the variables (first: $n): queryLimits caches what it can itself.
     parserAndValidationCache: { validationCache: false },

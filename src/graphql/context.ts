@@ -2,6 +2,7 @@ import { type DocumentNode, getOperationAST } from 'graphql';
 import type { Logger } from 'pino';
 import type { Db } from '../db/tables.js';
 import type { Principal } from '../core/permissions.js';
+import { Slices } from './slices.js';
 
 /** D10: data served from the cache because its provider failed, reported in `extensions.staleData`. */
 export interface StaleNotice {
@@ -27,6 +28,8 @@ export interface Context {
    * under it without reading it again. Undefined in a mutation, which may change it before it counts.
    */
   dataVersion: string | undefined;
+  /** Hands a large page's nodes to execution a slice per turn of the event loop (P65). */
+  slices: Slices;
 }
 
 /** Context.dataVersion of an operation: the principal's in a query, none in a mutation. */
@@ -39,9 +42,14 @@ export function dataVersionFor(
 }
 
 /** What the application supplies for a request's context; the rest is derived per request. */
-export type ContextInit = Omit<Context, 'staleData' | 'dataVersion'>;
+export type ContextInit = Omit<Context, 'staleData' | 'dataVersion' | 'slices'>;
 
 /** Builds the context for one request (GraphQL or a REST route executing its operation `document`). */
 export function createContext(init: ContextInit, document?: DocumentNode, operationName?: string | null): Context {
-  return { ...init, staleData: new Map(), dataVersion: dataVersionFor(init.principal, document, operationName) };
+  return {
+    ...init,
+    staleData: new Map(),
+    dataVersion: dataVersionFor(init.principal, document, operationName),
+    slices: new Slices(),
+  };
 }

@@ -6,6 +6,8 @@ import { LRUCache } from 'lru-cache';
 import { AppError, graphqlRendering, isRefusal, withExtensions } from '../core/errors.js';
 import { type Context, dataVersionFor } from '../graphql/context.js';
 import type { Admission } from './admission.js';
+import type { Slices } from '../graphql/slices.js';
+import { slicedJson } from './sliced-json.js';
 
 // The Yoga plugins of /graphql: how errors answer (D4, issue 15), what a result carries (D10 stale data),
 // admission, and compilation of repeated documents. The D11 limits are in graphql-limits.ts. A result may be
@@ -124,6 +126,31 @@ export const everyErrorCoded: Plugin = {
         return withExtensions(e, { ...e.extensions, code });
       }),
     });
+  },
+};
+
+/**
+ * A result whose nodes were executed in slices (P65) is serialised in slices as well: Yoga would call
+ * `JSON.stringify` on it in one piece. Its text is made here, over several turns of the event loop, and
+ * handed to Yoga as the result's `stringify`. Only a complete result without errors or HTTP extensions:
+ * Yoga strips those before serialising, and a later hook that replaced the result gets the plain
+ * `JSON.stringify` (the text belongs to this very object). Registered last, after every hook that
+ * changes a result.
+ */
+export const slicedResults: Plugin = {
+  async onExecutionResult({ result, setResult, context }) {
+    // The context Yoga passes is the one our context factory returned, merged into its own.
+    if (
+      !(context as { slices?: Slices }).slices?.sliced ||
+      !result ||
+      isAsyncIterable(result) ||
+      result.errors?.length ||
+      result.extensions?.http
+    )
+      return;
+    const text = await slicedJson(result);
+    const sliced: typeof result = { ...result, stringify: (r) => (r === sliced ? text : JSON.stringify(r)) };
+    setResult(sliced);
   },
 };
 

@@ -4,6 +4,7 @@ import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { complexityFromQuery } from '@pothos/plugin-complexity';
 import { AppError, type FieldErrors, ValidationError } from '../../core/errors.js';
 import { sendProblem } from '../problem.js';
+import { slicedJson } from '../sliced-json.js';
 import type { Scope } from '../../core/permissions.js';
 import { type ContextInit, createContext } from '../../graphql/context.js';
 import type { Admission } from '../admission.js';
@@ -60,9 +61,8 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     const variables = route.variables({ params, query, body }) as Record<string, unknown>;
     // Weighed as the same operation sent to /graphql would be (issue 15): one cost model, one admission.
     await deps.admission.admit({ tenant: principal.tenantKey, client: principal.clientId }, costOf(route, variables), res);
-    const result: ExecutionResult = await executors
-      .get(route)!
-      .query(undefined, createContext(deps.context(req), route.operation), variables);
+    const ctx = createContext(deps.context(req), route.operation);
+    const result: ExecutionResult = await executors.get(route)!.query(undefined, ctx, variables);
     if (result.errors?.length) {
       // Variables the operation could not coerce (no execution happened): bad input, 400 (D5).
       if (!('data' in result)) throw variableCoercionError(result.errors, location);
@@ -82,7 +82,8 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     // percent of a list request (issue 8). Node leaves the body out of a HEAD answer itself.
     res.statusCode = status;
     if (out === undefined) return void res.end();
-    const text = JSON.stringify(out);
+    // A large page is serialised over several turns of the event loop, as it was executed (P65).
+    const text = ctx.slices.sliced ? await slicedJson(out) : JSON.stringify(out);
     res.setHeader('Content-Type', 'application/json; charset=utf-8');
     res.setHeader('Content-Length', Buffer.byteLength(text));
     res.end(text);
