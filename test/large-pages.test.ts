@@ -78,7 +78,7 @@ describe('large pages (P65)', () => {
     const pieces: unknown[] = [];
     let after: string | null = null;
     do {
-      const page = await api.gql(PAGE, { first: 100, after });
+      const page: { body: { data?: any } } = await api.gql(PAGE, { first: 100, after });
       pieces.push(...page.body.data.subjects.edges);
       after = page.body.data.subjects.pageInfo.hasNextPage ? page.body.data.subjects.pageInfo.endCursor : null;
     } while (after);
@@ -96,7 +96,7 @@ describe('large pages (P65)', () => {
     const pieces: unknown[] = [];
     let after: string | null = null;
     do {
-      const page = await api.get(`/api/v2/subject?First=100${after ? `&After=${encodeURIComponent(after)}` : ''}`);
+      const page: { body: any } = await api.get(`/api/v2/subject?First=100${after ? `&After=${encodeURIComponent(after)}` : ''}`);
       pieces.push(...page.body.Edges);
       after = page.body.PageInfo.HasNextPage ? page.body.PageInfo.EndCursor : null;
     } while (after);
