@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
 import { type App, buildApp } from './app/app.js';
 import { ConfigError, loadConfig } from './core/config.js';
 import type { Logger } from 'pino';
@@ -110,6 +111,8 @@ async function main(): Promise<void> {
     throw e;
   }
   const logger = createLogger(config);
+  // Read by V8 at every full collection, so it applies from here on (P66).
+  if (config.HEAP_GROWING_PERCENT > 0) setFlagsFromString(`--heap-growing-percent=${config.HEAP_GROWING_PERCENT}`);
 
   // Listening before the database is reached: an orchestrator sees a live process that is not ready yet
   // (instead of a crash loop while PostgreSQL starts or fails over), then the app takes over.

@@ -36,6 +36,13 @@ const envSchema = z
     /** Optional request-rate limit per client: at most RATE_LIMIT_REQUESTS per RATE_LIMIT_WINDOW_SECONDS (0: off). */
     RATE_LIMIT_REQUESTS: z.coerce.number().int().min(0).default(0),
     RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
+    /**
+     * V8 collects the old generation again once it has grown this many percent past what the last full
+     * collection kept (0: V8's own factor, which on a large machine lets garbage grow RSS to several
+     * times the live heap). Issue 19: bounds memory by the live heap without a hard cap that could end
+     * the process.
+     */
+    HEAP_GROWING_PERCENT: z.coerce.number().int().min(0).max(1_000).default(50),
     DATA_DIR: z.string().min(1).default('./.data'),
     TENANT_CONFIG: z.string().min(1).optional(),
     TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86400).default(3600),
