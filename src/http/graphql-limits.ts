@@ -146,6 +146,8 @@ export function graphqlRequestLimits(maxBodyBytes: number) {
  */
 export function queryLimits(maxDepth: number, maxCost: number, maxBreadth: number): Plugin {
   const byDocument = new WeakMap<DocumentNode, readonly GraphQLError[]>();
+  // Refusals are not kept: their errors are the request's own, and Yoga may add to them.
+  const limitsOf = perVariables<{ cost: number; errors: readonly GraphQLError[] }>((v) => v.errors.length === 0);
   return {
     onValidate({ context, setValidationFn }) {
       const params = (context as { params?: { variables?: Record<string, unknown>; operationName?: string } }).params;
@@ -156,23 +158,62 @@ export function queryLimits(maxDepth: number, maxCost: number, maxBreadth: numbe
           byDocument.set(document, fixed);
         }
         if (fixed.length > 0) return fixed;
-        const limits = createComplexityRule({
-          context,
-          variableValues: params?.variables ?? {},
-          operationName: params?.operationName ?? null,
-          validate: (result, report) => {
-            // The operation's cost also weighs it at admission (issue 15).
-            (context as { cost?: number }).cost = result.complexity;
-            if (result.depth > maxDepth) report(new GraphQLError(`The query depth ${result.depth} exceeds the limit of ${maxDepth}.`));
-            if (result.complexity > maxCost)
-              report(new GraphQLError(`The query cost ${result.complexity} exceeds the limit of ${maxCost}.`));
-            if (result.breadth > maxBreadth)
-              report(new GraphQLError(`The query selects ${result.breadth} fields, more than the limit of ${maxBreadth} (breadth).`));
-          },
+        const variableValues = params?.variables ?? {};
+        const operationName = params?.operationName ?? null;
+        const { cost, errors } = limitsOf(document, operationName, variableValues, () => {
+          let cost = 0;
+          const limits = createComplexityRule({
+            context,
+            variableValues,
+            operationName,
+            validate: (result, report) => {
+              cost = result.complexity;
+              if (result.depth > maxDepth) report(new GraphQLError(`The query depth ${result.depth} exceeds the limit of ${maxDepth}.`));
+              if (result.complexity > maxCost)
+                report(new GraphQLError(`The query cost ${result.complexity} exceeds the limit of ${maxCost}.`));
+              if (result.breadth > maxBreadth)
+                report(new GraphQLError(`The query selects ${result.breadth} fields, more than the limit of ${maxBreadth} (breadth).`));
+            },
+          });
+          const errors = validate(schema, document, [limits], options);
+          return { cost, errors };
         });
-        return validate(schema, document, [limits], options);
+        // The operation's cost also weighs it at admission (issue 15).
+        (context as { cost?: number }).cost = cost;
+        return errors;
       });
     },
+  };
+}
+
+/** Variables longer than this as JSON are measured every time rather than remembered. */
+const MAX_REMEMBERED_VARIABLES = 1_024;
+/** Variable sets remembered per document. */
+const MAX_VARIABLE_SETS = 64;
+
+/**
+ * A result computed from a document, its operation name and its variables only (the D11 cost of an
+ * operation: a full traversal of the document, issue 19), remembered per document for the variable sets
+ * clients repeat, when `keep` says so. Documents are Yoga's cached parses (the same object for the same
+ * text), so the map ends with them.
+ */
+export function perVariables<T>(
+  keep: (value: T) => boolean = () => true,
+): (document: DocumentNode, operationName: string | null | undefined, variables: Record<string, unknown>, compute: () => T) => T {
+  const byDocument = new WeakMap<DocumentNode, Map<string, T>>();
+  return (document, operationName, variables, compute) => {
+    const key = JSON.stringify([operationName ?? null, variables]);
+    if (key.length > MAX_REMEMBERED_VARIABLES) return compute();
+    let known = byDocument.get(document);
+    if (!known) byDocument.set(document, (known = new Map()));
+    let value = known.get(key);
+    if (value === undefined) {
+      value = compute();
+      if (!keep(value)) return value;
+      if (known.size >= MAX_VARIABLE_SETS) known.clear();
+      known.set(key, value);
+    }
+    return value;
   };
 }
 

@@ -5,6 +5,7 @@ import { complexityFromQuery } from '@pothos/plugin-complexity';
 import { AppError, type FieldErrors, ValidationError } from '../../core/errors.js';
 import { sendProblem } from '../problem.js';
 import { slicedJson } from '../sliced-json.js';
+import { perVariables } from '../graphql-limits.js';
 import type { Scope } from '../../core/permissions.js';
 import { type ContextInit, createContext } from '../../graphql/context.js';
 import type { Admission } from '../admission.js';
@@ -54,6 +55,7 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     });
   }
 
+  const costs = perVariables<number>();
   async function handle(route: RouteDef, req: Request, res: Response) {
     const location = route.location ?? pascalLocation;
     const { params, query, body } = bindRequest(route, req);
@@ -90,11 +92,13 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
   }
   /** The D11 cost of a route's operation with these variables; 1 when they do not coerce (execution reports that). */
   function costOf(route: RouteDef, variables: Record<string, unknown>): number {
-    try {
-      return complexityFromQuery(route.operation, { schema: deps.schema, variables }).complexity;
-    } catch {
-      return 1;
-    }
+    return costs(route.operation, null, variables, () => {
+      try {
+        return complexityFromQuery(route.operation, { schema: deps.schema, variables }).complexity;
+      } catch {
+        return 1;
+      }
+    });
   }
   return router;
 }
