@@ -111,7 +111,7 @@ async function main(): Promise<void> {
     throw e;
   }
   const logger = createLogger(config);
-  // Read by V8 at every full collection, so it applies from here on (P66).
+  // Read by V8 at every full collection, so it applies from here on (P66: off by default).
   if (config.HEAP_GROWING_PERCENT > 0) setFlagsFromString(`--heap-growing-percent=${config.HEAP_GROWING_PERCENT}`);
 
   // Listening before the database is reached: an orchestrator sees a live process that is not ready yet

@@ -37,12 +37,12 @@ const envSchema = z
     RATE_LIMIT_REQUESTS: z.coerce.number().int().min(0).default(0),
     RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
     /**
-     * V8 collects the old generation again once it has grown this many percent past what the last full
-     * collection kept (0: V8's own factor, which on a large machine lets garbage grow RSS to several
-     * times the live heap). Issue 19: bounds memory by the live heap without a hard cap that could end
-     * the process.
+     * When set, V8 collects the old generation again once it has grown this many percent past what the
+     * last full collection kept (P66): bounds memory by the live heap, at the cost of more full
+     * collections (each a pause of 5-25 ms). 0: V8's own factor, which on a large host lets garbage grow
+     * RSS to several times the live heap, and within a container follows its memory limit.
      */
-    HEAP_GROWING_PERCENT: z.coerce.number().int().min(0).max(1_000).default(50),
+    HEAP_GROWING_PERCENT: z.coerce.number().int().min(0).max(1_000).default(0),
     DATA_DIR: z.string().min(1).default('./.data'),
     TENANT_CONFIG: z.string().min(1).optional(),
     TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86400).default(3600),
