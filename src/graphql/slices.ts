@@ -1,30 +1,27 @@
 import { type GraphQLFieldResolver, type GraphQLSchema, isObjectType } from 'graphql';
 
-/** Nodes of one request completed in one turn of the event loop; the first this many are not held back. */
+/** Nodes completed in one turn of the event loop; the first this many of a connection are not held back. */
 export const SLICE_NODES = 100;
 
 /**
- * The nodes of one request's connections, handed to execution a slice at a time (P65). Completing a
- * node runs its fields' resolvers and builds its part of the result synchronously, in promise
+ * The nodes of one request's large connections, handed to execution a slice at a time (P65). Completing
+ * a node runs its fields' resolvers and builds its part of the result synchronously, in promise
  * continuations: a 900-subject page would otherwise hold the event loop for tens of milliseconds in one
  * piece, and every other request (another tenant's included) waits behind it whatever admission allows.
- * The first SLICE_NODES nodes pass at once, so pages of the usual sizes run exactly as before; every
- * further node waits for a later turn, SLICE_NODES per turn (`setImmediate` runs after the poll phase,
- * so the requests that arrived meanwhile are read and served in between).
+ * A connection's first SLICE_NODES nodes pass at once, so pages of the usual sizes, and the small
+ * connections nested in them, run exactly as before; every further node waits for a later turn,
+ * SLICE_NODES per turn (`setImmediate` runs after the poll phase, so the requests that arrived meanwhile
+ * are read and served in between).
  */
 export class Slices {
-  private passed = 0;
   private readonly waiting: (() => void)[] = [];
   private scheduled = false;
-
   /** Whether this request held nodes back: its result is large, and is serialised in slices too. */
-  get sliced(): boolean {
-    return this.passed > SLICE_NODES;
-  }
+  sliced = false;
 
-  /** `value` now, or (past the first SLICE_NODES) a promise of it that resolves in a later turn. */
-  pass<T>(value: T): T | Promise<T> {
-    if (++this.passed <= SLICE_NODES) return value;
+  /** A promise of `value` that resolves in a later turn, SLICE_NODES per turn, in order. */
+  hold<T>(value: T): Promise<T> {
+    this.sliced = true;
     return new Promise<T>((resolve) => {
       this.waiting.push(() => resolve(value));
       if (!this.scheduled) {
@@ -43,8 +40,9 @@ export class Slices {
 }
 
 /**
- * Routes every connection edge's `node` through the request's `Slices` (Pothos's relay plugin fixes that
- * resolver to `edge.node`, so it is wrapped once here, on the built schema). Returns the same schema.
+ * Routes the nodes of every connection's edges past the first SLICE_NODES through the request's `Slices`
+ * (Pothos's relay plugin fixes that resolver to `edge.node`, so it is wrapped once here, on the built
+ * schema; the edge's index is the path's previous key). Returns the same schema.
  */
 export function sliceEdgeNodes<S extends GraphQLSchema>(schema: S): S {
   for (const type of Object.values(schema.getTypeMap())) {
@@ -52,7 +50,11 @@ export function sliceEdgeNodes<S extends GraphQLSchema>(schema: S): S {
     const node = type.getFields()['node'];
     if (!node) continue;
     const resolve: GraphQLFieldResolver<unknown, { slices: Slices }> = node.resolve ?? ((edge) => (edge as { node: unknown }).node);
-    node.resolve = (edge, args, ctx: { slices: Slices }, info) => ctx.slices.pass(resolve(edge, args, ctx, info));
+    node.resolve = (edge, args, ctx: { slices: Slices }, info) => {
+      const value = resolve(edge, args, ctx, info);
+      const index = info.path.prev?.key;
+      return typeof index === 'number' && index >= SLICE_NODES ? ctx.slices.hold(value) : value;
+    };
   }
   return schema;
 }
