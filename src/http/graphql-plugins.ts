@@ -6,7 +6,6 @@ import { LRUCache } from 'lru-cache';
 import { AppError, graphqlRendering, isRefusal, withExtensions } from '../core/errors.js';
 import { type Context, dataVersionFor } from '../graphql/context.js';
 import type { Admission } from './admission.js';
-import type { Slices } from '../graphql/slices.js';
 import { slicedJson } from './sliced-json.js';
 
 // The Yoga plugins of /graphql: how errors answer (D4, issue 15), what a result carries (D10 stale data),
@@ -141,7 +140,7 @@ export const slicedResults: Plugin = {
   async onExecutionResult({ result, setResult, context }) {
     // The context Yoga passes is the one our context factory returned, merged into its own.
     if (
-      !(context as { slices?: Slices }).slices?.sliced ||
+      !(context as Partial<Context>).slices?.sliced ||
       !result ||
       isAsyncIterable(result) ||
       result.errors?.length ||

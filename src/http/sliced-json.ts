@@ -10,8 +10,8 @@ const RUN = 32;
  * `JSON.stringify(value)`, the same text, produced over as many turns of the event loop as it needs at
  * about TURN_MS each (P65): a response of a megabyte takes several milliseconds to serialise, and other
  * requests wait for no longer than a turn. Objects and arrays are walked down to the first long array
- * (8 items or more), whose items are each serialised whole by `JSON.stringify`; anything that is not a
- * plain object or array (a Date, an object with `toJSON`) is left to `JSON.stringify` whole too.
+ * (LONG items or more), whose items are serialised by `JSON.stringify` RUN at a time; anything that is
+ * not a plain object or array (a Date, an object with `toJSON`) is left to `JSON.stringify` whole too.
  */
 export async function slicedJson(value: unknown): Promise<string> {
   const out: string[] = [];
