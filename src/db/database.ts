@@ -5,6 +5,7 @@ import { createPgConfig } from '@electric-sql/pglite/node-postgres';
 import {
   type BinaryOperationNode,
   Kysely,
+  type KyselyPlugin,
   type LogEvent,
   OperatorNode,
   PostgresDialect,
@@ -230,6 +231,41 @@ function isRunning(pid: number): boolean {
 // D7 search: `term <% text` (word_similarity >= this) is what the trigram GIN index can answer.
 const SEARCH_THRESHOLD = 'pg_trgm.word_similarity_threshold=0.3';
 
+/** How long the embedded database's statements may hold one turn of the event loop (P67). */
+export const TURN_BUDGET_MS = 4;
+
+/**
+ * PGlite executes a statement synchronously on this thread, and its one connection passes to the next
+ * waiting statement in a microtask; a response's end admits the tenant's next request in a microtask too.
+ * So a backlog of one tenant's searches ran back to back in one turn of the event loop (300 ms under 50
+ * concurrent searches), and a request that arrived meanwhile was not even read until it was done (issue
+ * 15). Once the statements of the current turn have taken TURN_BUDGET_MS, the event loop turns before
+ * the next one: requests are read, and queue their statements, in between. Cheap statements in a row
+ * (a request's principal, then its page) stay in one turn: a turn after each one let the other tenant's
+ * work in between them, and doubled B's p99 under 900-subject pages (P67).
+ */
+function turnPerStatement(): KyselyPlugin {
+  // When this turn began, near enough: a statement that did not yield notes the next turn's start.
+  let turnStarted = performance.now();
+  let noting = false;
+  return {
+    transformQuery: ({ node }) => node,
+    transformResult: async ({ result }) => {
+      if (performance.now() - turnStarted >= TURN_BUDGET_MS) {
+        await new Promise(setImmediate);
+        turnStarted = performance.now();
+      } else if (!noting) {
+        noting = true;
+        setImmediate(() => {
+          noting = false;
+          turnStarted = performance.now();
+        });
+      }
+      return result;
+    },
+  };
+}
+
 /** Wraps an open PGlite instance (tests pass clones of a migrated template). */
 export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'onQuery'> = {}): Promise<DatabaseHandle> {
   // One connection for the life of the instance: a session setting holds for every query.
@@ -238,7 +274,7 @@ export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'on
   // The plain pool: one in-process connection cannot be lost, and wrapping the bridge's pool (even with a
   // pass-through) broke its protocol emulation under concurrency ("unexpected parseComplete" in the
   // two-instance outbox test; cause not found). Its errors are mapped where answers are made (expectedErrorOf).
-  const db = new Kysely<Database>({ dialect: new ServiceDialect({ pool }), ...logOption(opts) });
+  const db = new Kysely<Database>({ dialect: new ServiceDialect({ pool }), plugins: [turnPerStatement()], ...logOption(opts) });
   return {
     db,
     kind: 'pglite',

@@ -191,7 +191,7 @@ export class Admission {
         },
         timer: setTimeout(() => {
           this.observe(who.tenant, 'refused');
-          leave(() => this.refusal(t, who.client));
+          leave(() => this.refusal(t, who.client, weight));
         }, this.opts.queueTimeoutMs),
       };
       t.queue.push(waiter);
@@ -234,10 +234,17 @@ export class Admission {
     t.clients.set(client, (t.clients.get(client) ?? 0) + weight);
   }
 
-  /** 429 when the tenant or client holds its share (its own load is the cause); 503 when the instance is full. */
-  private refusal(t: TenantState, client: string): Error {
+  /**
+   * 429 when the tenant's own load is the cause: it or the client holds too much of its share for a
+   * request of `weight`, its queue is full, or it is paused (pacing, see `releaser`); 503 when only the
+   * instance being full held the request back.
+   */
+  private refusal(t: TenantState, client: string, weight = 1): Error {
     const atShare =
-      t.inFlight >= this.tenantMax || (t.clients.get(client) ?? 0) >= this.clientMax || t.queue.length >= this.opts.queueLimit;
+      t.inFlight + weight > this.tenantMax ||
+      (t.clients.get(client) ?? 0) + weight > this.clientMax ||
+      t.queue.length >= this.opts.queueLimit ||
+      (weight > 1 && t.pausedUntil > Date.now());
     // A second: units free as fast as requests finish, and a full queue drains in about a request's time.
     if (atShare)
       return new TooManyRequestsError('Too many concurrent requests for this tenant or client; retry later.', { 'Retry-After': '1' });
