@@ -117,8 +117,8 @@ export class Admission {
     // A client that left while the request was read and authenticated fired 'close' already: units
     // taken for it would never be given back.
     if (res.closed) throw new ClientClosedError();
-    // Not an AbortController: every response closes, and its abort() builds a DOMException with a stack
-    // (issue 19: about 1% of a request's CPU).
+    // Not an AbortController: every response closes, and abort() builds a DOMException and dispatches an
+    // event (issue 19: a REST list request took 1.43–1.57 ms of CPU with it, 1.20–1.32 without).
     let gone = false;
     let leave: (() => void) | undefined;
     let release: (() => void) | undefined;
