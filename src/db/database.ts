@@ -239,27 +239,35 @@ export const TURN_BUDGET_MS = 4;
  * waiting statement in a microtask; a response's end admits the tenant's next request in a microtask too.
  * So a backlog of one tenant's searches ran back to back in one turn of the event loop (300 ms under 50
  * concurrent searches), and a request that arrived meanwhile was not even read until it was done (issue
- * 15). Once the statements of the current turn have taken TURN_BUDGET_MS, the event loop turns before
- * the next one: requests are read, and queue their statements, in between. Cheap statements in a row
- * (a request's principal, then its page) stay in one turn: a turn after each one let the other tenant's
- * work in between them, and doubled B's p99 under 900-subject pages (P67).
+ * 15). Once the statements that ended in this turn have held it TURN_BUDGET_MS, counted from when the
+ * first of them got the connection (pg-pool's 'acquire'), the event loop turns before the next one:
+ * requests are read, and queue their statements, in between. Cheap statements in a row (a request's
+ * principal, then its page) stay in one turn: a turn after each one let the other tenant's work in
+ * between them, and doubled B's p99 under 900-subject pages (P67). Time the loop spent idle, or in
+ * turns without a statement, does not count.
  */
-function turnPerStatement(): KyselyPlugin {
-  // When this turn began, near enough: a statement that did not yield notes the next turn's start.
-  let turnStarted = performance.now();
-  let noting = false;
+function turnPerStatement(pool: pg.Pool): KyselyPlugin {
+  // One connection: the last checkout is the statement (or the transaction) that just ended.
+  let acquiredAt = 0;
+  pool.on('acquire', () => {
+    acquiredAt = performance.now();
+  });
+  // Set while statements end in this turn; cleared at its end (the check phase, after any I/O callbacks).
+  let turnStarted: number | undefined;
+  const startTurn = (at: number) => {
+    turnStarted = at;
+    setImmediate(() => {
+      turnStarted = undefined;
+    });
+  };
   return {
     transformQuery: ({ node }) => node,
     transformResult: async ({ result }) => {
-      if (performance.now() - turnStarted >= TURN_BUDGET_MS) {
+      if (turnStarted === undefined) startTurn(acquiredAt);
+      if (performance.now() - turnStarted! >= TURN_BUDGET_MS) {
         await new Promise(setImmediate);
-        turnStarted = performance.now();
-      } else if (!noting) {
-        noting = true;
-        setImmediate(() => {
-          noting = false;
-          turnStarted = performance.now();
-        });
+        // Resumed in a turn of its own: what runs from here on, the next statement included, counts.
+        startTurn(performance.now());
       }
       return result;
     },
@@ -274,7 +282,7 @@ export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'on
   // The plain pool: one in-process connection cannot be lost, and wrapping the bridge's pool (even with a
   // pass-through) broke its protocol emulation under concurrency ("unexpected parseComplete" in the
   // two-instance outbox test; cause not found). Its errors are mapped where answers are made (expectedErrorOf).
-  const db = new Kysely<Database>({ dialect: new ServiceDialect({ pool }), plugins: [turnPerStatement()], ...logOption(opts) });
+  const db = new Kysely<Database>({ dialect: new ServiceDialect({ pool }), plugins: [turnPerStatement(pool)], ...logOption(opts) });
   return {
     db,
     kind: 'pglite',
