@@ -241,8 +241,9 @@ export class Admission {
 
   /**
    * 429 when the tenant's own load is the cause: it or the client holds too much of its share for a
-   * request of `weight`, its queue is full, or it is paused (pacing, see `releaser`); 503 when only the
-   * instance being full held the request back.
+   * request of `weight`, its queue is full, it is paused (pacing, see `releaser`), or the instance has
+   * room now (the request waited behind its tenant's own, or its pause ended a moment ago); 503 only
+   * when the instance being full held the request back.
    */
   private refusal(t: TenantState, client: string, weight = 1): Error {
     const atShare =
@@ -251,7 +252,7 @@ export class Admission {
       t.queue.length >= this.opts.queueLimit ||
       (weight > 1 && t.pausedUntil > Date.now());
     // A second: units free as fast as requests finish, and a full queue drains in about a request's time.
-    if (atShare)
+    if (atShare || this.inFlight + weight <= this.opts.capacity)
       return new TooManyRequestsError('Too many concurrent requests for this tenant or client; retry later.', { 'Retry-After': '1' });
     return new ServiceUnavailableError('The service is at capacity; retry shortly.');
   }
