@@ -362,22 +362,6 @@ describe('the queue time limit (issue 15)', () => {
     expectRead(await held);
   });
 
-  it('answers 429, not 503, to an expensive request that waited while its tenant was paused', async () => {
-    const { app, a, b } = s;
-    // A's search (its whole share) runs for 1 s while B is active and another search of A waits.
-    const { answer: first } = await heldSearch(s);
-    await new Promise((r) => setTimeout(r, 1000));
-    expect((await b.get('/api/v2/subject?First=1')).status).toBe(200);
-    const next = tracked(a.api.get('/api/v2/subject?SearchTerm=Person&First=1'));
-    await untilGauges(app, a.tenant.key, { inFlight: 2, waiting: 1 });
-    provider.release();
-    expect((await first).status).toBe(200);
-    // A holds nothing now, but is paused for about as long as its search ran: its own load is the cause.
-    const res = await next;
-    expectProblem(res, 429);
-    expectRetryAfter(res);
-  });
-
   it('answers 503 with Retry-After, not 429, to a tenant under its share when the instance itself is full', async () => {
     const { app, a, b } = s;
     const c = await createDataTenant(app, provider, 2);
@@ -393,6 +377,33 @@ describe('the queue time limit (issue 15)', () => {
     expect(held.some((h) => h.settled)).toBe(false);
     provider.release();
     for (const r of await Promise.all(held)) expectRead(r);
+  });
+});
+
+describe('a refusal while paused (issue 15)', () => {
+  // The queue time limit (1.5 s) ends while A, holding nothing, is paused for about as long as its
+  // search ran (3 s): A's own load is the cause, so 429, not 503.
+  let s: Awaited<ReturnType<typeof setup>>;
+  beforeAll(async () => {
+    s = await setup({ ADMISSION_CAPACITY: '4', ADMISSION_QUEUE_TIMEOUT_MS: '1500' }, 2);
+  });
+
+  it('answers 429, not 503, to an expensive request that waited while its tenant was paused', async () => {
+    const { app, a, b } = s;
+    // A's search (its whole share) runs for 3 s while B is active; another search of A waits.
+    const { answer: first } = await heldSearch(s);
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await b.get('/api/v2/subject?First=1')).status).toBe(200);
+    const next = tracked(a.api.get('/api/v2/subject?SearchTerm=Person&First=1'));
+    await untilGauges(app, a.tenant.key, { inFlight: 2, waiting: 1 });
+    provider.release();
+    expect((await first).status).toBe(200);
+    // Still waiting once A holds nothing: the pause, not the share, holds it back.
+    await untilGauges(app, a.tenant.key, { inFlight: 0, waiting: 1 });
+    expect(next.settled).toBe(false);
+    const res = await next;
+    expectProblem(res, 429);
+    expectRetryAfter(res);
   });
 });
 
