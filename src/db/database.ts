@@ -254,17 +254,16 @@ function turnPerStatement(pool: pg.Pool): KyselyPlugin {
   });
   // Set while statements end in this turn; cleared at its end (the check phase, after any I/O callbacks).
   let turnStarted: number | undefined;
-  const startTurn = (at: number) => {
-    turnStarted = at;
+  const startTurn = (at: number): number => {
     setImmediate(() => {
       turnStarted = undefined;
     });
+    return (turnStarted = at);
   };
   return {
     transformQuery: ({ node }) => node,
     transformResult: async ({ result }) => {
-      if (turnStarted === undefined) startTurn(acquiredAt);
-      if (performance.now() - turnStarted! >= TURN_BUDGET_MS) {
+      if (performance.now() - (turnStarted ?? startTurn(acquiredAt)) >= TURN_BUDGET_MS) {
         await new Promise(setImmediate);
         // Resumed in a turn of its own: what runs from here on, the next statement included, counts.
         startTurn(performance.now());
