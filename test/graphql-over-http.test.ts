@@ -154,6 +154,30 @@ describe('one answer per document (issue 18, part 2)', () => {
       expect(answers[2], query).toEqual(answers[0]);
     }
   });
+
+  // graphql-jit before 0.8.9 ran a mutation's own fields before those of its fragments (its issue 283):
+  // the compiled run (the second) updated the subject before creating it.
+  it('mutation fields run in document order, fragments included, interpreted and compiled', async () => {
+    const query = `
+      mutation M($first: UpsertSubjectInput!, $second: UpsertSubjectInput!) {
+        ...First
+        second: upsertSubject(input: $second) { created subject { customFieldValues { field { key } values { valueText } } } }
+      }
+      fragment First on Mutation { first: upsertSubject(input: $first) { created } }`;
+    const input = (n: number, name: string) => ({
+      customFieldValues: [
+        { key: 'employeeNumber', value: { String: { value: `ORDER-${n}` } } },
+        { key: 'fullName', value: { String: { value: name } } },
+      ],
+    });
+    for (let n = 0; n < 3; n++) {
+      const res = await post({ query, variables: { first: input(n, 'One'), second: input(n, 'Two') } }, GRAPHQL_RESPONSE_TYPE);
+      const { data } = (await res.json()) as { data: any };
+      expect([data.first.created, data.second.created], `execution ${n + 1}`).toEqual([true, false]);
+      const names = data.second.subject.customFieldValues.filter((v: any) => v.field.key === 'fullName');
+      expect(names[0].values[0].valueText).toBe('Two');
+    }
+  });
 });
 
 const GRAPHQL_RESPONSE_TYPE = 'application/graphql-response+json';
