@@ -2,38 +2,44 @@ import { builder } from '../../graphql/builder.js';
 import { type FieldDef, type Scalar, type StoredValue, valueText } from './custom-field.js';
 import type { DataTypeName } from '../../db/tables.js';
 
+/** One value with its type and D7 text, built with the list (see `customFieldValues`). */
+export interface TypedValue {
+  dataType: DataTypeName;
+  value: Scalar;
+  valueText: string;
+}
+
 export interface CustomFieldValueShape {
   field: FieldDef;
-  values: Scalar[];
+  values: TypedValue[];
 }
 
 export const CustomFieldRef = builder.objectRef<FieldDef>('CustomField').implement({
   fields: (t) => ({
     key: t.exposeString('key'),
     name: t.exposeString('name'),
-    type: t.exposeString('typeLabel', { description: 'The label the contract returns as Field.Type.' }),
+    type: t.exposeString('type', { description: 'The label the contract returns as Field.Type.' }),
     dataType: t.exposeString('dataType'),
     required: t.exposeBoolean('required'),
     isArray: t.exposeBoolean('isArray'),
   }),
 });
 
-const TypedValueRef = builder.objectRef<{ dataType: DataTypeName; value: Scalar }>('TypedValue').implement({
+// Every field below is exposed under its own name, so it has no resolver and graphql-jit reads the
+// property inline; a resolver per value (even `v => v.field`) costs closures and a result callback per
+// call, most of a subject list's allocation (issue 19).
+const TypedValueRef = builder.objectRef<TypedValue>('TypedValue').implement({
   fields: (t) => ({
     dataType: t.exposeString('dataType'),
-    value: t.field({ type: 'JSON', description: 'The typed JSON value.', resolve: (v) => v.value }),
-    valueText: t.string({ description: 'Canonical text (D7).', resolve: (v) => valueText(v.dataType, v.value) }),
+    value: t.expose('value', { type: 'JSON', description: 'The typed JSON value.' }),
+    valueText: t.exposeString('valueText', { description: 'Canonical text (D7).' }),
   }),
 });
 
 export const CustomFieldValueRef = builder.objectRef<CustomFieldValueShape>('CustomFieldValue').implement({
   fields: (t) => ({
-    field: t.field({ type: CustomFieldRef, resolve: (v) => v.field }),
-    values: t.field({
-      type: [TypedValueRef],
-      description: 'One element for a single-value field.',
-      resolve: (v) => v.values.map((value) => ({ dataType: v.field.dataType, value })),
-    }),
+    field: t.expose('field', { type: CustomFieldRef }),
+    values: t.expose('values', { type: [TypedValueRef], description: 'One element for a single-value field.' }),
   }),
 });
 
@@ -53,7 +59,8 @@ export function customFieldValues(fields: readonly FieldDef[], stored: Record<st
   for (const field of fields) {
     const v = stored[field.key] as StoredValue | undefined;
     if (v === undefined || v === null) continue;
-    out.push({ field, values: Array.isArray(v) ? v : [v] });
+    const typed = (value: Scalar): TypedValue => ({ dataType: field.dataType, value, valueText: valueText(field.dataType, value) });
+    out.push({ field, values: Array.isArray(v) ? v.map(typed) : [typed(v)] });
   }
   return out;
 }

@@ -20,7 +20,7 @@ export interface FieldDef {
   name: string;
   dataType: DataTypeName;
   /** The label returned as Field.Type. */
-  typeLabel: string;
+  type: string;
   required: boolean;
   isArray: boolean;
 }

@@ -44,7 +44,7 @@ export async function findStructureTypes(db: Db, tenantId: string, keys?: readon
         key: r.fkey,
         name: r.fname!,
         dataType: r.data_type!,
-        typeLabel: r.type_label!,
+        type: r.type_label!,
         required: r.required!,
         isArray: false,
       });

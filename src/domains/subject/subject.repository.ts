@@ -27,7 +27,7 @@ export async function loadSubjectConfig(db: Db, tenantId: string): Promise<Subje
     key: f.key,
     name: f.name,
     dataType: f.data_type,
-    typeLabel: f.type_label,
+    type: f.type_label,
     required: f.required,
     isArray: f.is_array,
   }));
