@@ -28,9 +28,16 @@ import {
   upsertSubject,
 } from './subject.service.js';
 
+// A request's subject fields once loaded: a page's nodes resolve after its list has loaded them, so
+// their customFieldValues answer synchronously, not through a promise per subject (issue 19).
+const loadedConfigs = new WeakMap<Context, SubjectConfig>();
+
 /** The tenant's subject fields, loaded once per request. */
 export const subjectConfig = createContextCache((ctx: Context) =>
-  cachedSubjectConfig(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion),
+  cachedSubjectConfig(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion).then((config) => {
+    loadedConfigs.set(ctx, config);
+    return config;
+  }),
 );
 
 /** Locations of every subject on the page in one query (D11: a fixed number of queries per page). */
@@ -87,7 +94,10 @@ SubjectRef.implement({
     externalId: t.exposeString('external_id', { nullable: true }),
     customFieldValues: t.field({
       type: [CustomFieldValueRef],
-      resolve: async (s, _args, ctx) => customFieldValues((await subjectConfig(ctx)).fields, s.values),
+      resolve: (s, _args, ctx) => {
+        const config = loadedConfigs.get(ctx);
+        return config ? customFieldValues(config.fields, s.values) : subjectConfig(ctx).then((c) => customFieldValues(c.fields, s.values));
+      },
     }),
     structuralEntities: t.connection(
       {
