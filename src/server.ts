@@ -118,6 +118,9 @@ async function main(): Promise<void> {
   // (instead of a crash loop while PostgreSQL starts or fails over), then the app takes over.
   let handler: (req: IncomingMessage, res: ServerResponse) => void = startingHandler;
   const server: Server = createServer((req, res) => handler(req, res));
+  // Node's default is 5 s: a client or proxy sending on a connection idle that long races the close
+  // and gets ECONNRESET (seen in the bench's paced run). Shutdown closes idle connections itself.
+  server.keepAliveTimeout = config.HTTP_KEEP_ALIVE_TIMEOUT_MS;
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);

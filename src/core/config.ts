@@ -64,6 +64,11 @@ const envSchema = z
     /** Open GraphQL subscriptions one client (tenant and client id) may hold on one instance; past it, TOO_MANY_REQUESTS. */
     SUBSCRIPTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(100),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /**
+     * How long an idle kept-alive connection stays open. Longer than the idle timeouts of the proxies in
+     * front (60 s is common), so a proxy never reuses a connection the service is closing that moment.
+     */
+    HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(65_000),
     /** On SIGTERM: /readyz answers 503 and responses carry `Connection: close` for this long before the listener closes. */
     SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
     /** After the drain: in-flight requests get this long to finish before connections are cut. */
