@@ -53,14 +53,15 @@ export const CustomFieldValueInput = builder.inputType('CustomFieldValueInput', 
   }),
 });
 
+const typed = (dataType: DataTypeName, value: Scalar): TypedValue => ({ dataType, value, valueText: valueText(dataType, value) });
+
 /** Stored values in field order, leaving out fields without a value (D7). */
 export function customFieldValues(fields: readonly FieldDef[], stored: Record<string, unknown>): CustomFieldValueShape[] {
   const out: CustomFieldValueShape[] = [];
   for (const field of fields) {
     const v = stored[field.key] as StoredValue | undefined;
     if (v === undefined || v === null) continue;
-    const typed = (value: Scalar): TypedValue => ({ dataType: field.dataType, value, valueText: valueText(field.dataType, value) });
-    out.push({ field, values: Array.isArray(v) ? v.map(typed) : [typed(v)] });
+    out.push({ field, values: Array.isArray(v) ? v.map((x) => typed(field.dataType, x)) : [typed(field.dataType, v)] });
   }
   return out;
 }

@@ -29,7 +29,8 @@ import {
 } from './subject.service.js';
 
 // A request's subject fields once loaded: a page's nodes resolve after its list has loaded them, so
-// their customFieldValues answer synchronously, not through a promise per subject (issue 19).
+// their customFieldValues answer synchronously, not through a promise per subject (issue 19). Keyed by
+// the context object itself, as `createContextCache` is: a copied context only misses (the promise path).
 const loadedConfigs = new WeakMap<Context, SubjectConfig>();
 
 /** The tenant's subject fields, loaded once per request. */
