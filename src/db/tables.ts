@@ -270,7 +270,12 @@ export interface Database {
 export type StructureType = Selectable<StructureTypeTable>;
 export type StructuralEntityRow = Selectable<StructuralEntityTable>;
 export type SigningKey = Selectable<SigningKeyTable>;
-export type SubjectRow = Selectable<SubjectTable>;
+/**
+ * A subject as the API reads it: what its fields resolve from. Lists and loaders select only these
+ * columns (`subjectColumns`, subject.repository.ts): the timestamps and the matching key would be
+ * parsed for every row and read by nothing (issue 19).
+ */
+export type SubjectRow = Pick<Selectable<SubjectTable>, 'tenant_id' | 'id' | 'external_id' | 'values'>;
 export type NewSubjectValue = Insertable<SubjectValueTable>;
 export type AppUserRow = Selectable<AppUserTable>;
 export type DataSourceRow = Selectable<DataSourceTable>;

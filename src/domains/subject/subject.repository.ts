@@ -46,11 +46,15 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Whether `s` is a UUID: anything else names no subject (and would fail a uuid comparison). */
 export const isUuid = (s: string) => UUID.test(s);
 
+/** The columns of a `SubjectRow`, as a selection of `subject` (aliased `alias`). */
+const subjectColumns = <A extends string>(alias: A) =>
+  (['tenant_id', 'id', 'external_id', 'values'] as const).map((c) => `${alias}.${c}` as const);
+
 /** Subjects by id, in no particular order (loaders sort); ids that are not UUIDs name none. */
 export async function findSubjectsByIds(db: Db, tenantId: string, ids: readonly string[]): Promise<SubjectRow[]> {
   const valid = ids.filter(isUuid);
   if (valid.length === 0) return [];
-  return db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId).where('id', 'in', valid).execute();
+  return db.selectFrom('subject').select(subjectColumns('subject')).where('tenant_id', '=', tenantId).where('id', 'in', valid).execute();
 }
 
 /** The subject of this id, locked FOR UPDATE for the caller's transaction. */
@@ -263,8 +267,16 @@ export async function saveSubject(
 }
 
 /** A page of the tenant's subjects in id order after `afterId` (for batch jobs). */
-export async function subjectsAfter(db: Db, tenantId: string, afterId: string | null, limit: number): Promise<SubjectRow[]> {
-  let q = db.selectFrom('subject').selectAll().where('tenant_id', '=', tenantId);
+export async function subjectsAfter(
+  db: Db,
+  tenantId: string,
+  afterId: string | null,
+  limit: number,
+): Promise<(SubjectRow & { matching_key: string })[]> {
+  let q = db
+    .selectFrom('subject')
+    .select([...subjectColumns('subject'), 'matching_key'])
+    .where('tenant_id', '=', tenantId);
   if (afterId) q = q.where('id', '>', afterId);
   return q.orderBy('id').limit(limit).execute();
 }
@@ -461,7 +473,7 @@ export async function pageSubjects(
     db,
     tenantId,
     relevance ? { ...filters, searchTerm: undefined } : byListKey ? { ...filters, values: undefined, match: undefined } : filters,
-  ).selectAll('s');
+  ).select(subjectColumns('s'));
   if (relevance) {
     query = query.innerJoin(searchMatches(db, tenantId, filters.searchTerm!).as('m'), (j) =>
       j.onRef('m.subject_id', '=', 's.id'),
