@@ -1,7 +1,5 @@
 import { promises as fs, unlinkSync } from 'node:fs';
-import { PGlite } from '@electric-sql/pglite';
-import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
-import { createPgConfig } from '@electric-sql/pglite/node-postgres';
+import type { PGlite } from '@electric-sql/pglite';
 import {
   type BinaryOperationNode,
   Kysely,
@@ -171,6 +169,8 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
   await fs.mkdir(opts.dataDir, { recursive: true });
   const release = await lockDataDir(opts.dataDir);
   try {
+    // Imported only here: an instance on PostgreSQL does not carry the embedded database's code (issue 19).
+    const [{ PGlite }, { pg_trgm }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite/contrib/pg_trgm')]);
     const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm } });
     const handle = await wrapPglite(pglite, opts);
     return { ...handle, close: () => handle.close().finally(release) };
@@ -277,6 +277,7 @@ function turnPerStatement(pool: pg.Pool): KyselyPlugin {
 export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'onQuery'> = {}): Promise<DatabaseHandle> {
   // One connection for the life of the instance: a session setting holds for every query.
   await pglite.exec(`SET ${SEARCH_THRESHOLD.replace('=', ' = ')}`);
+  const { createPgConfig } = await import('@electric-sql/pglite/node-postgres');
   const pool = new pg.Pool(createPgConfig(pglite) as pg.PoolConfig);
   // The plain pool: one in-process connection cannot be lost, and wrapping the bridge's pool (even with a
   // pass-through) broke its protocol emulation under concurrency ("unexpected parseComplete" in the
