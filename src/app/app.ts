@@ -204,7 +204,6 @@ export async function buildApp({
     db,
     principal: req.principal!,
     requestId: String(req.id),
-    log: req.log,
     data,
     dataChanges,
   });

@@ -1,5 +1,4 @@
 import { type DocumentNode, getOperationAST } from 'graphql';
-import type { Logger } from 'pino';
 import type { Db } from '../db/tables.js';
 import type { Principal } from '../core/permissions.js';
 import { Slices } from './slices.js';
@@ -20,7 +19,6 @@ export interface Context {
   db: Db;
   principal: Principal;
   requestId: string;
-  log: Logger;
   /** Stale data served in this request, by extract and subject identifier. */
   staleData: Map<string, StaleNotice>;
   /**
