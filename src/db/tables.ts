@@ -268,7 +268,17 @@ export interface Database {
 }
 
 export type StructureType = Selectable<StructureTypeTable>;
-export type StructuralEntityRow = Selectable<StructuralEntityTable>;
+/**
+ * A structural entity as the API reads it. Lists, loaders and locations select only these columns
+ * (`entityColumns`, structural-entity.repository.ts); the path and the timestamps are parsed only where a
+ * write needs them (`StructuralEntityRecord`; issue 19).
+ */
+export type StructuralEntityRow = Pick<
+  Selectable<StructuralEntityTable>,
+  'tenant_id' | 'id' | 'key' | 'display_name' | 'structure_type_key' | 'parent_key' | 'depth' | 'custom_values'
+>;
+/** A structural entity with its ancestry path, as an upsert reads it (a move, the cycle check). */
+export type StructuralEntityRecord = Selectable<StructuralEntityTable>;
 export type SigningKey = Selectable<SigningKeyTable>;
 /**
  * A subject as the API reads it: what its fields resolve from. Lists and loaders select only these

@@ -1,17 +1,33 @@
 import { type SqlBool, sql } from 'kysely';
 import { type FieldDef, sqlTypeOf } from '../custom-field/custom-field.js';
 import { jsonFieldSortExpr } from '../custom-field/custom-field.repository.js';
-import type { DataTypeName, Db, StructuralEntityRow, StructureType } from '../../db/tables.js';
+import type { DataTypeName, Db, StructuralEntityRecord, StructuralEntityRow, StructureType } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../db/paging.js';
 import { matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 
 export type StructureTypeWithFields = StructureType & { fields: FieldDef[] };
 
+/** The columns of a `StructuralEntityRow`, as a selection of `structural_entity` aliased `alias`. */
+export const entityColumns = <A extends string>(alias: A) =>
+  (['tenant_id', 'id', 'key', 'display_name', 'structure_type_key', 'parent_key', 'depth', 'custom_values'] as const).map(
+    (c) => `${alias}.${c}` as const,
+  );
+
 /** Entities by key, in no particular order (loaders sort). */
 export async function findEntitiesByKeys(db: Db, tenantId: string, keys: readonly string[]): Promise<StructuralEntityRow[]> {
   if (keys.length === 0) return [];
-  return db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', 'in', keys).execute();
+  return db
+    .selectFrom('structural_entity as e')
+    .select(entityColumns('e'))
+    .where('e.tenant_id', '=', tenantId)
+    .where('e.key', 'in', keys)
+    .execute();
+}
+
+/** The entity of this key with its path (an upsert's new parent). */
+export async function findEntityRecordByKey(db: Db, tenantId: string, key: string): Promise<StructuralEntityRecord | undefined> {
+  return db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).executeTakeFirst();
 }
 
 /** Structure types with their fields (ordered by position), in one query; `keys` absent: all of them. */
@@ -79,7 +95,7 @@ export interface EntityFilters {
 
 /** The filtered list of entities (D8 filters combine with AND); callers page it. */
 export function entityListQuery(db: Db, tenantId: string, f: EntityFilters) {
-  let q = db.selectFrom('structural_entity as e').selectAll('e').where('e.tenant_id', '=', tenantId);
+  let q = db.selectFrom('structural_entity as e').select(entityColumns('e')).where('e.tenant_id', '=', tenantId);
   if (f.parentKey !== undefined && f.parentKey !== null) q = q.where('e.parent_key', '=', f.parentKey);
   if (f.depth !== undefined && f.depth !== null) q = q.where('e.depth', '=', f.depth);
   if (f.structureTypeKey !== undefined && f.structureTypeKey !== null) q = q.where('e.structure_type_key', '=', f.structureTypeKey);
@@ -144,7 +160,7 @@ export async function pageEntities(
 }
 
 /** The entity of this key, locked FOR UPDATE for the caller's transaction (an upsert). */
-export async function lockEntityByKey(db: Db, tenantId: string, key: string): Promise<StructuralEntityRow | undefined> {
+export async function lockEntityByKey(db: Db, tenantId: string, key: string): Promise<StructuralEntityRecord | undefined> {
   return (
     await db.selectFrom('structural_entity').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).forUpdate().execute()
   )[0];
@@ -195,8 +211,8 @@ export async function insertEntity(
   db: Db,
   tenantId: string,
   e: EntityWrite,
-  parent: StructuralEntityRow | null,
-): Promise<StructuralEntityRow> {
+  parent: StructuralEntityRecord | null,
+): Promise<StructuralEntityRecord> {
   return db
     .insertInto('structural_entity')
     .values({
@@ -234,8 +250,8 @@ export async function updateEntity(db: Db, tenantId: string, id: string, e: Enti
 export async function moveSubtree(
   db: Db,
   tenantId: string,
-  entity: StructuralEntityRow,
-  parent: StructuralEntityRow | null,
+  entity: Pick<StructuralEntityRow, 'id'>,
+  parent: StructuralEntityRecord | null,
 ): Promise<void> {
   const prefix = parent ? [...parent.path, parent.id] : [];
   await db

@@ -1,5 +1,5 @@
 import { type FieldDef, type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
-import type { Db, StructuralEntityRow } from '../../db/tables.js';
+import type { Db, StructuralEntityRecord, StructuralEntityRow } from '../../db/tables.js';
 import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector } from '../../core/errors.js';
 import type { Principal } from '../../core/permissions.js';
@@ -7,6 +7,7 @@ import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
 import {
   findEntitiesByKeys,
+  findEntityRecordByKey,
   findStructureTypes,
   hasLocatedSubjects,
   insertEntity,
@@ -84,10 +85,10 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
   const type = typeKey ? (await findStructureTypes(db, tenantId, [typeKey]))[0] : undefined;
   if (typeKey && !type) errors.add(at('structureTypeKey'), `Unknown structure type '${typeKey}'.`);
 
-  let parent: StructuralEntityRow | null = null;
+  let parent: StructuralEntityRecord | null = null;
   let move = false;
   if (input.parentKey !== undefined && input.parentKey !== null) {
-    parent = (await findEntitiesByKeys(db, tenantId, [input.parentKey]))[0] ?? null;
+    parent = (await findEntityRecordByKey(db, tenantId, input.parentKey)) ?? null;
     if (!parent) errors.add(at('parentKey'), `Unknown parent '${input.parentKey}'.`);
     else if (existing && (parent.id === existing.id || parent.path.map(String).includes(String(existing.id)))) {
       errors.add(

@@ -8,6 +8,7 @@ import { matchScore, matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 import { readDataVersion } from '../tenant/tenant.repository.js';
 import { valueRows } from './subject-values.js';
+import { entityColumns } from '../structural-entity/structural-entity.repository.js';
 
 /** A tenant's subject configuration: fields in order, matching fields, and the ExternalId field. */
 export interface SubjectConfig {
@@ -297,12 +298,12 @@ export async function findLocations(
     .where('l.tenant_id', '=', tenantId)
     .where('l.subject_id', 'in', subjectIds);
   return located
-    .selectAll('e')
+    .select(entityColumns('e'))
     .select((eb) => eb.ref('l.subject_id').$castTo<string | null>().as('subject_id'))
     .unionAll(
       db
         .selectFrom('structural_entity as e')
-        .selectAll('e')
+        .select(entityColumns('e'))
         .select(sql<string | null>`null::uuid`.as('subject_id'))
         .where('e.tenant_id', '=', tenantId)
         .where('e.key', 'in', located.select('e.parent_key').where('e.parent_key', 'is not', null)),
