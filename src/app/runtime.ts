@@ -28,6 +28,7 @@ export async function openMigratedDatabase(
     poolSize: config.DATABASE_POOL_SIZE,
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+    preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
     onPoolError: (err) => logger?.warn({ err: err.message }, 'database connection failed; the pool replaces it'),
   });
   const deadline = Date.now() + config.STARTUP_TIMEOUT_MS;

@@ -18,6 +18,12 @@ const envSchema = z
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
     /** PostgreSQL only: how long a request waits for a pool connection (or a new one to open) before it answers 503. */
     DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
+    /**
+     * PostgreSQL only: run the fixed statements of the hot paths (authentication, subject writes) as
+     * prepared statements (P71). Turn off behind a pooler that does not keep them per client (PgBouncer
+     * in transaction mode before 1.21).
+     */
+    DATABASE_PREPARED_STATEMENTS: bool.default(true),
     /** PostgreSQL only: how long start-up waits for the database (retrying with backoff) before it gives up. */
     STARTUP_TIMEOUT_MS: z.coerce.number().int().min(0).default(120_000),
     /**

@@ -15,8 +15,9 @@ import {
   sql,
 } from 'kysely';
 import pg from 'pg';
-import { expectedErrorOf, isConnectionLost } from '../core/errors.js';
+import { expectedErrorOf, isConnectionLost, isStalePlan } from '../core/errors.js';
 import { type Listen, listenPostgres } from './notifications.js';
+import { statementName } from './prepared.js';
 import type { Database, Db } from './tables.js';
 
 export interface DatabaseHandle {
@@ -36,6 +37,8 @@ export interface DatabaseOptions {
   poolSize?: number;
   /** PostgreSQL: statements running longer are cancelled (SQLSTATE 57014); 0 or absent: no limit. */
   statementTimeoutMs?: number | undefined;
+  /** PostgreSQL: run the statements marked by `namedStatement` as named, prepared ones (P71); default true. */
+  preparedStatements?: boolean | undefined;
   /** PostgreSQL: how long a checkout waits for a pool connection, or a new connection to open (then 503). */
   connectTimeoutMs?: number | undefined;
   /** A pooled connection failed (server restart, terminated backend), idle or in use; the pool replaces it. */
@@ -89,7 +92,7 @@ const TRANSACTION_END = /^\s*(commit|rollback|end|abort)\s*$/i;
  * outside a transaction whose connection died under it (a terminated backend, a restart) runs once more
  * on a fresh connection. A write, or anything inside a transaction, is never re-run: it may have committed.
  */
-function resilient(pool: pg.Pool): PostgresPool {
+function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
   // Kysely keys its connections by the client object: one stable wrapper per pg client.
   const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
   const fail = (e: unknown): never => {
@@ -97,18 +100,30 @@ function resilient(pool: pg.Pool): PostgresPool {
   };
   const wrap = (client: pg.PoolClient): PostgresPoolClient => {
     let inTransaction = false;
+    // A named statement of this connection can no longer run (its result type changed, P71): the
+    // connection is closed at its release, so the pool opens a fresh one without it.
+    let stale = false;
     return {
       // Kysely passes a cursor only for streamed queries, which the service does not use.
       query: (async (text: string, parameters: readonly unknown[]) => {
         if (TRANSACTION_START.test(text)) inTransaction = true;
         else if (TRANSACTION_END.test(text)) inTransaction = false;
+        // pg prepares a named statement on a connection the first time it runs there (P71).
+        const name = prepared ? statementName(text) : undefined;
+        const query = { text, values: parameters as unknown[], ...(name ? { name } : {}) };
         try {
-          return await client.query(text, parameters as unknown[]);
+          return await client.query(query);
         } catch (e) {
+          if (name && isStalePlan(e)) {
+            stale = true;
+            // Refused before it ran: outside a transaction, the same statement runs unnamed (parsed afresh).
+            if (!inTransaction) return await client.query({ text, values: query.values }).catch(fail);
+            return fail(e);
+          }
           if (inTransaction || !isConnectionLost(e) || !READ_ONLY.test(text) || WRITES.test(text)) return fail(e);
           const fresh = await pool.connect().catch(fail);
           try {
-            return await fresh.query(text, parameters as unknown[]);
+            return await fresh.query(query);
           } catch (again) {
             return fail(again);
           } finally {
@@ -116,7 +131,7 @@ function resilient(pool: pg.Pool): PostgresPool {
           }
         }
       }) as unknown as PostgresPoolClient['query'],
-      release: () => client.release(),
+      release: () => client.release(stale ? new Error('a prepared statement of this connection is outdated') : undefined),
     };
   };
   return {
@@ -154,7 +169,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     pool.on('connect', (client) => client.on('error', () => {}));
     pool.on('error', (e) => opts.onPoolError?.(e));
     const db = new Kysely<Database>({
-      dialect: new ServiceDialect({ pool: resilient(pool) }),
+      dialect: new ServiceDialect({ pool: resilient(pool, opts.preparedStatements ?? true) }),
       ...logOption(opts),
     });
     const url = opts.databaseUrl;

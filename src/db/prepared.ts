@@ -1,9 +1,36 @@
-import { type Compilable, type CompiledQuery, createQueryId } from 'kysely';
+import { type Compilable, type CompiledQuery, type QueryResult, createQueryId } from 'kysely';
 import type { Db } from './tables.js';
+
+// SQL text → the name its statement is prepared under (P71). Only fixed texts of the code are named (see
+// `namedStatement`), so the map stays small; the cap guards a caller that would name a varying text.
+const names = new Map<string, string>();
+const MAX_NAMED = 64;
+
+/**
+ * Marks `sql` as a statement PostgreSQL prepares once per connection and then runs from its plan cache
+ * (P71): later executions send no text, and the server neither parses nor, once it settles on a generic
+ * plan, plans it again. For statements whose best plan does not depend on their values (a write, a lookup
+ * by a unique key); a list whose plan follows the tenant's data stays unnamed, planned every time.
+ */
+export function namedStatement(sql: string): void {
+  if (!names.has(sql) && names.size < MAX_NAMED) names.set(sql, `ssdi_${names.size}`);
+}
+
+/** The name `sql` is prepared under, if `namedStatement` marked it. */
+export function statementName(sql: string): string | undefined {
+  return names.get(sql);
+}
+
+/** Runs a compiled statement as a named one (`namedStatement`). */
+export async function executeNamed<R>(db: Db, compiled: CompiledQuery<R>): Promise<QueryResult<R>> {
+  namedStatement(compiled.sql);
+  return db.executeQuery(compiled);
+}
 
 /**
  * A statement whose SQL never changes, built and compiled by Kysely once (issue 19: building and
- * compiling a query on every call is a few percent of a list request's CPU). `build` is called once with
+ * compiling a query on every call is a few percent of a list request's CPU), and prepared on the server
+ * (`namedStatement`). `build` is called once with
  * placeholders for its string parameters, each of which it must bind as a value (never fold into the
  * SQL text); every call then executes the compiled SQL with its own values in those places.
  */
@@ -20,6 +47,7 @@ export function preparedQuery<P extends string[], R>(
       // A placeholder that did not come out as a parameter was folded into the text: refuse to run it.
       if (bound.size !== params.length || query.sql.includes('\u0000')) throw new Error('preparedQuery: every parameter must be bound');
       template = { query, slots };
+      namedStatement(query.sql);
     }
     const { query, slots } = template;
     const compiled: CompiledQuery<R> = {

@@ -7,6 +7,7 @@ import { type Connection, type PageArgs, type SortKey, paginate } from '../../db
 import { matchScore, matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 import { readDataVersion } from '../tenant/tenant.repository.js';
+import { executeNamed } from '../../db/prepared.js';
 import { valueRows } from './subject-values.js';
 import { entityColumns } from '../structural-entity/structural-entity.repository.js';
 
@@ -147,7 +148,7 @@ export async function findUpsertTarget(
   entityKeys: readonly string[],
   lock: boolean,
 ): Promise<{ subject: SubjectSeen | undefined; entities: { id: string; key: string; structure_type_key: string }[] }> {
-  const row = await db
+  const query = db
     .selectNoFrom((eb) => [
       eb
         .selectFrom('subject')
@@ -167,7 +168,8 @@ export async function findUpsertTarget(
         .where('key', '=', sql<string>`ANY(cast(${entityKeys} as text[]))`)
         .as('entities'),
     ])
-    .executeTakeFirstOrThrow();
+    .compile();
+  const row = (await executeNamed(db, query)).rows[0]!;
   return { subject: row.subject ?? undefined, entities: row.entities ?? [] };
 }
 
@@ -237,17 +239,19 @@ export async function saveSubject(
           .insertInto('subject')
           .values({ tenant_id: tenantId, id: s.id, ...row })
           .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
-          .returningAll()
+          .returning(subjectColumns('subject'))
       : db
           .updateTable('subject')
           .set({ ...row, updated_at: sql<Date>`now()` })
           .where('tenant_id', '=', tenantId)
           .where('id', '=', s.id)
           .where(sql<SqlBool>`xmin = cast(${s.version} as xid)`)
-          .returningAll();
+          .returning(subjectColumns('subject'));
   // The parts touch disjoint rows (deleted: keys not written; upserted: keys written), so the order in
   // which PostgreSQL runs a statement's data-modifying CTEs does not matter.
-  const result = await sql<SubjectRow>`
+  // Named (P71): PostgreSQL plans this statement once per connection, not on every write. Its columns
+  // are listed, not `*`, so a column added by a later migration does not change a prepared result type.
+  const statement = sql<SubjectRow>`
     WITH subj AS (${subj}), r AS (
       SELECT * FROM jsonb_to_recordset(cast(${rows} as jsonb)) AS r(f text, o int, t text, k text, s boolean, l text)
     ), unvalued AS (
@@ -263,8 +267,8 @@ export async function saveSubject(
     )${locations}, bumped AS (
       UPDATE tenant SET data_version = data_version + 1 WHERE id = ${tenantId} AND EXISTS (SELECT 1 FROM subj)
     )
-    SELECT * FROM subj`.execute(db);
-  return result.rows[0];
+    SELECT * FROM subj`.compile(db);
+  return (await executeNamed(db, statement)).rows[0];
 }
 
 /** A page of the tenant's subjects in id order after `afterId` (for batch jobs). */

@@ -1,0 +1,93 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApiClient, type TestApp, createTenant, startApp } from './helpers.js';
+
+// P71: on PostgreSQL, authentication and subject writes run as named, prepared statements. PostgreSQL
+// only (vitest.config.ts leaves this file out without DATABASE_URL): PGlite's pool is not wrapped, and
+// pg_prepared_statements shows only what a session prepared itself.
+
+const UPSERT = '/api/v2/messaging/subject';
+const sv = (key: string, type: string, value: unknown) => ({ Key: key, Value: { [type]: { Value: value } } });
+const person = (no: string, name: string) => [sv('employeeNumber', 'String', no), sv('fullName', 'String', name)];
+
+let app: TestApp;
+let api: ApiClient;
+beforeAll(async () => {
+  app = await startApp();
+  api = await (
+    await createTenant(app, { structuralEntities: [{ key: 'dept', displayName: 'Dept', structureTypeKey: 'department' }] })
+  ).client();
+});
+afterAll(() => app?.close());
+
+/** Upserts subjects `from`..`from + n - 1`, `n` at once (spread over the pool's connections); the statuses. */
+async function upsertMany(from: number, n: number, name = 'P'): Promise<number[]> {
+  const all = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      api.post(UPSERT, { CustomFieldValues: person(`E-${from + i}`, `${name} ${i}`), StructuralEntityKeys: ['dept'] }),
+    ),
+  );
+  return all.map((r) => r.status);
+}
+
+/** The statements every connection of the pool has prepared (each holds one while the others are taken). */
+async function preparedOnEveryConnection(): Promise<string[][]> {
+  const size = 10;
+  let waiting = size;
+  let allHeld!: () => void;
+  const held = new Promise<void>((resolve) => (allHeld = resolve));
+  return Promise.all(
+    Array.from({ length: size }, () =>
+      app.handle.db.connection().execute(async (c) => {
+        const r = await sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements WHERE name LIKE 'ssdi\\_%'`.execute(c);
+        if (--waiting === 0) allHeld();
+        await held;
+        return r.rows.map((x) => x.statement);
+      }),
+    ),
+  );
+}
+
+describe('prepared statements (P71)', () => {
+  it('a connection that authenticated and wrote a subject holds those statements prepared, and only fixed ones', async () => {
+    expect(await upsertMany(0, 20)).toEqual(Array(20).fill(201));
+    const perConnection = await preparedOnEveryConnection();
+    const all = perConnection.flat();
+    // The principal's lookup, the upsert's read and its write statement.
+    expect(all.some((s) => /from "client"/i.test(s) && /"tenant"\."data_version"/i.test(s))).toBe(true);
+    expect(all.some((s) => /jsonb_build_object\('id', id, 'values', values, 'version', xmin::text\)/.test(s))).toBe(true);
+    expect(all.some((s) => /^\s*WITH subj AS \(insert into "subject"/i.test(s))).toBe(true);
+    // A list's page is planned for its tenant and values every time: never prepared.
+    expect((await api.get('/api/v2/subject?First=5')).status).toBe(200);
+    const after = (await preparedOnEveryConnection()).flat();
+    expect(after.some((s) => /subject_value|"s"\."values"/.test(s) && /limit/i.test(s))).toBe(false);
+    // Per connection, a handful: the fixed statements of the code, not one per request.
+    for (const statements of perConnection) expect(statements.length).toBeLessThanOrEqual(8);
+  });
+
+  it('a column added to subject while statements are prepared (a rolling deploy) fails no write', async () => {
+    expect(await upsertMany(100, 10)).toEqual(Array(10).fill(201));
+    await sql`ALTER TABLE subject ADD COLUMN p71_added integer`.execute(app.handle.db);
+    try {
+      // New subjects (insert) and the same ones again (update): both shapes ran before the column came.
+      expect(await upsertMany(200, 10)).toEqual(Array(10).fill(201));
+      expect(await upsertMany(100, 10, 'Renamed')).toEqual(Array(10).fill(200));
+      const r = await api.get('/api/v2/subject?First=1000');
+      expect(r.status).toBe(200);
+      expect(r.body.PageInfo.TotalCount).toBe(40);
+      expect(r.body.Edges.filter((e: any) => /^Renamed /.test(e.Node.CustomFieldValues[1].Value.ValueText))).toHaveLength(10);
+    } finally {
+      await sql`ALTER TABLE subject DROP COLUMN p71_added`.execute(app.handle.db);
+    }
+  });
+
+  it('a column whose type changes under a prepared statement fails no write: it runs unnamed once, and the connection is replaced', async () => {
+    expect(await upsertMany(300, 10)).toEqual(Array(10).fill(201));
+    // The statement's result type changes (text → varchar): PostgreSQL refuses the prepared one (0A000).
+    await sql`ALTER TABLE subject ALTER COLUMN external_id TYPE varchar(2000)`.execute(app.handle.db);
+    for (let round = 0; round < 3; round++) {
+      expect(await upsertMany(400 + round * 10, 10)).toEqual(Array(10).fill(201));
+      expect(await upsertMany(300, 10, `Round ${round}`)).toEqual(Array(10).fill(200));
+    }
+  });
+});
