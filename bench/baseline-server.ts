@@ -82,7 +82,13 @@ if (mode === 'b1') {
   const databaseUrl = process.env['DATABASE_URL'];
   const dataDir = process.env['DATA_DIR'];
   if (!databaseUrl && !dataDir) throw new Error('b1 needs DATABASE_URL or DATA_DIR');
-  handle = await openDatabase({ databaseUrl, dataDir: dataDir ?? '', poolSize: Number(process.env['BASELINE_POOL_SIZE'] ?? 10) });
+  // B1 replays data statements as the service runs them: unnamed (P71 names none of them).
+  handle = await openDatabase({
+    databaseUrl,
+    dataDir: dataDir ?? '',
+    poolSize: Number(process.env['BASELINE_POOL_SIZE'] ?? 10),
+    preparedStatements: false,
+  });
   config = await loadShapeConfig(handle);
 }
 const bodies = new Map(Object.entries(spec.scenarios).map(([id, s]) => [id, Buffer.from(s.body)]));

@@ -25,7 +25,9 @@ export interface TestApp {
 }
 
 /** A fresh database for this test file: a copy of the migrated template (PGlite dir or PostgreSQL TEMPLATE). */
-export async function openTestDatabase(): Promise<DatabaseHandle & { url?: string; dispose(): Promise<void> }> {
+export async function openTestDatabase(
+  opts: { preparedStatements?: boolean } = {},
+): Promise<DatabaseHandle & { url?: string; dispose(): Promise<void> }> {
   const pgTemplate = inject('pgTemplate');
   if (pgTemplate) {
     const base = process.env['DATABASE_URL']!;
@@ -34,7 +36,7 @@ export async function openTestDatabase(): Promise<DatabaseHandle & { url?: strin
     await sql`CREATE DATABASE ${sql.id(name)} TEMPLATE ${sql.id(pgTemplate)}`.execute(admin.db);
     const u = new URL(base);
     u.pathname = `/${name}`;
-    const handle = await openDatabase({ databaseUrl: u.toString(), dataDir: '', poolSize: 10, onPoolError: () => {} });
+    const handle = await openDatabase({ databaseUrl: u.toString(), dataDir: '', poolSize: 10, onPoolError: () => {}, ...opts });
     return {
       ...handle,
       url: u.toString(),
@@ -66,12 +68,12 @@ export async function startApp(
   env: Record<string, string> = {},
   opts: { plugins?: KyselyPlugin[]; logStream?: DestinationStream } = {},
 ): Promise<TestApp> {
-  const handle = await openTestDatabase();
-  const appDb = (opts.plugins ?? []).reduce((db, p) => db.withPlugin(p), handle.db);
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
+  const handle = await openTestDatabase({ preparedStatements: config.DATABASE_PREPARED_STATEMENTS });
+  const appDb = (opts.plugins ?? []).reduce((db, p) => db.withPlugin(p), handle.db);
   const logger = opts.logStream ? pino({ level: config.LOG_LEVEL }, opts.logStream) : pino({ level: config.LOG_LEVEL });
   const built = await buildApp({ config, db: appDb, logger, listen: handle.listen, poolStats: handle.poolStats });
   const { app, tokens } = built;
@@ -111,6 +113,7 @@ export async function startPeer(first: TestApp, env: Record<string, string> = {}
         dataDir: '',
         poolSize: 10,
         statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+        preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
         onPoolError: () => {},
       })
     : first.handle;

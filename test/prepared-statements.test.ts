@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, type TestApp, createTenant, startApp } from './helpers.js';
 
@@ -30,23 +30,35 @@ async function upsertMany(from: number, n: number, name = 'P'): Promise<number[]
   return all.map((r) => r.status);
 }
 
-/** The statements every connection of the pool has prepared (each holds one while the others are taken). */
-async function preparedOnEveryConnection(): Promise<string[][]> {
+/** Runs `read` on every connection of `app`'s pool at once (each holds one while the others are taken). */
+async function onEveryConnection<T>(target: TestApp, read: (c: Kysely<any>) => Promise<T>): Promise<T[]> {
   const size = 10;
   let waiting = size;
   let allHeld!: () => void;
   const held = new Promise<void>((resolve) => (allHeld = resolve));
   return Promise.all(
     Array.from({ length: size }, () =>
-      app.handle.db.connection().execute(async (c) => {
-        const r = await sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements WHERE name LIKE 'ssdi\\_%'`.execute(c);
+      target.handle.db.connection().execute(async (c) => {
+        const r = await read(c);
         if (--waiting === 0) allHeld();
         await held;
-        return r.rows.map((x) => x.statement);
+        return r;
       }),
     ),
   );
 }
+
+/** The statements every connection of the pool has prepared. */
+const preparedOnEveryConnection = (target = app) =>
+  onEveryConnection(target, async (c) =>
+    (await sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements WHERE name LIKE 'ssdi\_%'`.execute(c)).rows.map(
+      (x) => x.statement,
+    ),
+  );
+
+/** The server processes behind the pool's connections (a replaced connection has a new one). */
+const backends = async () =>
+  new Set(await onEveryConnection(app, async (c) => (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(c)).rows[0]!.pid));
 
 describe('prepared statements (P71)', () => {
   it('a connection that authenticated and wrote a subject holds those statements prepared, and only fixed ones', async () => {
@@ -65,8 +77,9 @@ describe('prepared statements (P71)', () => {
     for (const statements of perConnection) expect(statements.length).toBeLessThanOrEqual(8);
   });
 
-  it('a column added to subject while statements are prepared (a rolling deploy) fails no write', async () => {
+  it('a column added to subject while statements are prepared (a rolling deploy) fails no write and replaces no connection', async () => {
     expect(await upsertMany(100, 10)).toEqual(Array(10).fill(201));
+    const before = await backends();
     await sql`ALTER TABLE subject ADD COLUMN p71_added integer`.execute(app.handle.db);
     try {
       // New subjects (insert) and the same ones again (update): both shapes ran before the column came.
@@ -76,6 +89,8 @@ describe('prepared statements (P71)', () => {
       expect(r.status).toBe(200);
       expect(r.body.PageInfo.TotalCount).toBe(40);
       expect(r.body.Edges.filter((e: any) => /^Renamed /.test(e.Node.CustomFieldValues[1].Value.ValueText))).toHaveLength(10);
+      // The write lists its columns: its prepared result type did not change, no connection was replaced.
+      expect(await backends()).toEqual(before);
     } finally {
       await sql`ALTER TABLE subject DROP COLUMN p71_added`.execute(app.handle.db);
     }
@@ -84,10 +99,33 @@ describe('prepared statements (P71)', () => {
   it('a column whose type changes under a prepared statement fails no write: it runs unnamed once, and the connection is replaced', async () => {
     expect(await upsertMany(300, 10)).toEqual(Array(10).fill(201));
     // The statement's result type changes (text → varchar): PostgreSQL refuses the prepared one (0A000).
+    const before = await backends();
     await sql`ALTER TABLE subject ALTER COLUMN external_id TYPE varchar(2000)`.execute(app.handle.db);
-    for (let round = 0; round < 3; round++) {
-      expect(await upsertMany(400 + round * 10, 10)).toEqual(Array(10).fill(201));
-      expect(await upsertMany(300, 10, `Round ${round}`)).toEqual(Array(10).fill(200));
+    try {
+      for (let round = 0; round < 3; round++) {
+        expect(await upsertMany(400 + round * 10, 10)).toEqual(Array(10).fill(201));
+        expect(await upsertMany(300, 10, `Round ${round}`)).toEqual(Array(10).fill(200));
+      }
+      // The connections that held the refused statement were replaced, and the new ones prepared it afresh.
+      const after = await backends();
+      expect([...after].filter((pid) => !before.has(pid)).length).toBeGreaterThan(0);
+      expect((await preparedOnEveryConnection()).flat().some((t) => /^\s*WITH subj AS \(insert into "subject"/i.test(t))).toBe(true);
+    } finally {
+      await sql`ALTER TABLE subject ALTER COLUMN external_id TYPE text`.execute(app.handle.db);
+    }
+  });
+
+  it('DATABASE_PREPARED_STATEMENTS=false: nothing is prepared', async () => {
+    const plain = await startApp({ DATABASE_PREPARED_STATEMENTS: 'false' });
+    try {
+      const client = await (await createTenant(plain)).client();
+      const statuses = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => client.post(UPSERT, { CustomFieldValues: person(`F-${i}`, `Flag ${i}`) })),
+      );
+      expect(statuses.map((r) => r.status)).toEqual(Array(10).fill(201));
+      expect((await preparedOnEveryConnection(plain)).flat()).toEqual([]);
+    } finally {
+      await plain.close();
     }
   });
 });

@@ -21,7 +21,7 @@ const envSchema = z
     /**
      * PostgreSQL only: run the fixed statements of the hot paths (authentication, subject writes) as
      * prepared statements (P71). Turn off behind a pooler that does not keep them per client (PgBouncer
-     * in transaction mode before 1.21).
+     * in transaction mode before 1.21, or without max_prepared_statements).
      */
     DATABASE_PREPARED_STATEMENTS: bool.default(true),
     /** PostgreSQL only: how long start-up waits for the database (retrying with backoff) before it gives up. */

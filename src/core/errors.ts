@@ -198,15 +198,22 @@ export function expectedErrorOf(e: unknown): AppError | undefined {
   if (code === '22021' || code === '22P05')
     return new AppError(400, 'BAD_REQUEST', 'An argument holds a character that cannot be stored (U+0000).');
   if (isDatabaseUnavailable(e)) return new ServiceUnavailableError(undefined, e);
-  // A prepared statement whose result type a migration changed (P71): its connection is being replaced.
-  if (isStalePlan(e)) return new ServiceUnavailableError(undefined, e);
   return undefined;
 }
 
-/** PostgreSQL refused to run a prepared statement whose result type changed since it was prepared (P71). */
-export function isStalePlan(e: unknown): boolean {
-  const err = e as { code?: unknown; message?: unknown } | null;
-  return err?.code === '0A000' && typeof err.message === 'string' && err.message.includes('cached plan must not change result type');
+/**
+ * PostgreSQL refused a named statement before running it (P71): its result type changed since it was
+ * prepared (a migration; told by the routine, which unlike the message is never translated), or the
+ * session no longer holds it (a pooler that does not keep statements per client).
+ */
+export function isUnusablePrepared(e: unknown): boolean {
+  const err = e as { code?: unknown; routine?: unknown; message?: unknown } | null;
+  if (err?.code === '26000') return true;
+  return (
+    err?.code === '0A000' &&
+    (err.routine === 'RevalidateCachedQuery' ||
+      (typeof err.message === 'string' && err.message.includes('cached plan must not change result type')))
+  );
 }
 
 /** Collects field errors so a request reports every problem at once, then throws them together. */

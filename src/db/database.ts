@@ -15,7 +15,7 @@ import {
   sql,
 } from 'kysely';
 import pg from 'pg';
-import { expectedErrorOf, isConnectionLost, isStalePlan } from '../core/errors.js';
+import { expectedErrorOf, isConnectionLost, isUnusablePrepared } from '../core/errors.js';
 import { type Listen, listenPostgres } from './notifications.js';
 import { statementName } from './prepared.js';
 import type { Database, Db } from './tables.js';
@@ -90,7 +90,10 @@ const TRANSACTION_END = /^\s*(commit|rollback|end|abort)\s*$/i;
  * The pool as Kysely sees it (issue 15): driver errors leave as the service's expected errors (an
  * unavailable database is a ServiceUnavailableError, 503; see errors.ts), and a read-only statement
  * outside a transaction whose connection died under it (a terminated backend, a restart) runs once more
- * on a fresh connection. A write, or anything inside a transaction, is never re-run: it may have committed.
+ * on a fresh connection. A write, or anything inside a transaction, is never re-run after it may have
+ * run: it may have committed. Outside a transaction the statements marked by `namedStatement` run named
+ * (P71); one PostgreSQL refuses as a prepared statement was refused before it ran, so it runs once more,
+ * unnamed, write or not, and its connection is replaced at its release.
  */
 function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
   // Kysely keys its connections by the client object: one stable wrapper per pg client.
@@ -100,30 +103,26 @@ function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
   };
   const wrap = (client: pg.PoolClient): PostgresPoolClient => {
     let inTransaction = false;
-    // A named statement of this connection can no longer run (its result type changed, P71): the
-    // connection is closed at its release, so the pool opens a fresh one without it.
+    // The connection holds a prepared statement that can no longer run: closed at its release.
     let stale = false;
     return {
       // Kysely passes a cursor only for streamed queries, which the service does not use.
       query: (async (text: string, parameters: readonly unknown[]) => {
         if (TRANSACTION_START.test(text)) inTransaction = true;
         else if (TRANSACTION_END.test(text)) inTransaction = false;
-        // pg prepares a named statement on a connection the first time it runs there (P71).
-        const name = prepared ? statementName(text) : undefined;
-        const query = { text, values: parameters as unknown[], ...(name ? { name } : {}) };
+        const values = parameters as unknown[];
+        const name = prepared && !inTransaction ? statementName(text) : undefined;
         try {
-          return await client.query(query);
+          return await (name ? client.query({ name, text, values }) : client.query(text, values));
         } catch (e) {
-          if (name && isStalePlan(e)) {
+          if (name && isUnusablePrepared(e)) {
             stale = true;
-            // Refused before it ran: outside a transaction, the same statement runs unnamed (parsed afresh).
-            if (!inTransaction) return await client.query({ text, values: query.values }).catch(fail);
-            return fail(e);
+            return await client.query(text, values).catch(fail);
           }
           if (inTransaction || !isConnectionLost(e) || !READ_ONLY.test(text) || WRITES.test(text)) return fail(e);
           const fresh = await pool.connect().catch(fail);
           try {
-            return await fresh.query(query);
+            return await fresh.query(text, values);
           } catch (again) {
             return fail(again);
           } finally {

@@ -1,8 +1,9 @@
 import { type Compilable, type CompiledQuery, type QueryResult, createQueryId } from 'kysely';
 import type { Db } from './tables.js';
 
-// SQL text → the name its statement is prepared under (P71). Only fixed texts of the code are named (see
-// `namedStatement`), so the map stays small; the cap guards a caller that would name a varying text.
+// SQL text → its statement's name (P71). Only fixed texts of the code are marked, a handful; the cap
+// keeps a caller that marked a varying text from preparing without bound on every connection (past it,
+// statements simply run unnamed).
 const names = new Map<string, string>();
 const MAX_NAMED = 64;
 
@@ -16,12 +17,11 @@ export function namedStatement(sql: string): void {
   if (!names.has(sql) && names.size < MAX_NAMED) names.set(sql, `ssdi_${names.size}`);
 }
 
-/** The name `sql` is prepared under, if `namedStatement` marked it. */
 export function statementName(sql: string): string | undefined {
   return names.get(sql);
 }
 
-/** Runs a compiled statement as a named one (`namedStatement`). */
+/** Runs `compiled` after marking it with `namedStatement`. */
 export async function executeNamed<R>(db: Db, compiled: CompiledQuery<R>): Promise<QueryResult<R>> {
   namedStatement(compiled.sql);
   return db.executeQuery(compiled);
@@ -29,13 +29,14 @@ export async function executeNamed<R>(db: Db, compiled: CompiledQuery<R>): Promi
 
 /**
  * A statement whose SQL never changes, built and compiled by Kysely once (issue 19: building and
- * compiling a query on every call is a few percent of a list request's CPU), and prepared on the server
- * (`namedStatement`). `build` is called once with
+ * compiling a query on every call is a few percent of a list request's CPU). `build` is called once with
  * placeholders for its string parameters, each of which it must bind as a value (never fold into the
- * SQL text); every call then executes the compiled SQL with its own values in those places.
+ * SQL text); every call then executes the compiled SQL with its own values in those places. With
+ * `named`, the statement is also marked with `namedStatement` (only if its plan does not depend on them).
  */
 export function preparedQuery<P extends string[], R>(
   build: (db: Db, ...params: P) => Compilable<R>,
+  opts: { named?: boolean } = {},
 ): (db: Db, ...params: P) => Promise<R[]> {
   let template: { query: CompiledQuery<R>; slots: ({ param: number } | { value: unknown })[] } | undefined;
   return async (db, ...params) => {
@@ -47,7 +48,7 @@ export function preparedQuery<P extends string[], R>(
       // A placeholder that did not come out as a parameter was folded into the text: refuse to run it.
       if (bound.size !== params.length || query.sql.includes('\u0000')) throw new Error('preparedQuery: every parameter must be bound');
       template = { query, slots };
-      namedStatement(query.sql);
+      if (opts.named) namedStatement(query.sql);
     }
     const { query, slots } = template;
     const compiled: CompiledQuery<R> = {

@@ -269,23 +269,32 @@ export interface Database {
 
 export type StructureType = Selectable<StructureTypeTable>;
 /**
- * A structural entity as the API reads it. Lists, loaders and locations select only these columns
- * (`entityColumns`, structural-entity.repository.ts); the path and the timestamps are parsed only where a
- * write needs them (`StructuralEntityRecord`; issue 19).
+ * `columns` qualified by a table alias, as Kysely selects them: `qualified('s', SUBJECT_COLUMNS)`.
  */
-export type StructuralEntityRow = Pick<
-  Selectable<StructuralEntityTable>,
-  'tenant_id' | 'id' | 'key' | 'display_name' | 'structure_type_key' | 'parent_key' | 'depth' | 'custom_values'
->;
-/** A structural entity with its ancestry path, as an upsert reads it (a move, the cycle check). */
+export const qualified = <A extends string, C extends string>(alias: A, columns: readonly C[]) =>
+  columns.map((c) => `${alias}.${c}` as const);
+
+/**
+ * What the API's structural entity fields resolve from (P72): lists, loaders and a page's locations
+ * select these; the path and the timestamps are read only where a write needs them.
+ */
+export const ENTITY_COLUMNS = [
+  'tenant_id',
+  'id',
+  'key',
+  'display_name',
+  'structure_type_key',
+  'parent_key',
+  'depth',
+  'custom_values',
+] as const;
+export type StructuralEntityRow = Pick<Selectable<StructuralEntityTable>, (typeof ENTITY_COLUMNS)[number]>;
+/** A structural entity with its ancestry path, as an upsert reads it (the existing one, its new parent). */
 export type StructuralEntityRecord = Selectable<StructuralEntityTable>;
 export type SigningKey = Selectable<SigningKeyTable>;
-/**
- * A subject as the API reads it: what its fields resolve from. Lists and loaders select only these
- * columns (`subjectColumns`, subject.repository.ts): the timestamps and the matching key would be
- * parsed for every row and read by nothing (issue 19).
- */
-export type SubjectRow = Pick<Selectable<SubjectTable>, 'tenant_id' | 'id' | 'external_id' | 'values'>;
+/** What the API's subject fields resolve from (P72): lists and the loader select these, nothing else. */
+export const SUBJECT_COLUMNS = ['tenant_id', 'id', 'external_id', 'values'] as const;
+export type SubjectRow = Pick<Selectable<SubjectTable>, (typeof SUBJECT_COLUMNS)[number]>;
 export type NewSubjectValue = Insertable<SubjectValueTable>;
 export type AppUserRow = Selectable<AppUserTable>;
 export type DataSourceRow = Selectable<DataSourceTable>;

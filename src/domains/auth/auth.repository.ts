@@ -2,23 +2,26 @@ import { sql } from 'kysely';
 import type { Db, SigningKey } from '../../db/tables.js';
 import { preparedQuery } from '../../db/prepared.js';
 
-// Every authenticated request runs it: compiled once (issue 19).
-const clientByTenantKey = preparedQuery((db: Db, tenantKey: string, clientId: string) =>
-  db
-    .selectFrom('client')
-    .innerJoin('tenant', 'tenant.id', 'client.tenant_id')
-    .select([
-      'tenant.id as tenantId',
-      'tenant.key as tenantKey',
-      'tenant.config_version as configVersion',
-      'tenant.data_version as dataVersion',
-      'client.client_id as clientId',
-      'client.secret_hash as secretHash',
-      'client.scopes',
-      'client.permissions',
-    ])
-    .where('tenant.key', '=', tenantKey)
-    .where('client.client_id', '=', clientId),
+// Every authenticated request runs it: compiled once and prepared (issue 19).
+const clientByTenantKey = preparedQuery(
+  (db: Db, tenantKey: string, clientId: string) =>
+    db
+      .selectFrom('client')
+      .innerJoin('tenant', 'tenant.id', 'client.tenant_id')
+      .select([
+        'tenant.id as tenantId',
+        'tenant.key as tenantKey',
+        'tenant.config_version as configVersion',
+        'tenant.data_version as dataVersion',
+        'client.client_id as clientId',
+        'client.secret_hash as secretHash',
+        'client.scopes',
+        'client.permissions',
+      ])
+      .where('tenant.key', '=', tenantKey)
+      .where('client.client_id', '=', clientId),
+  // One row by a unique key: one plan fits every tenant (P71).
+  { named: true },
 );
 
 /**

@@ -1,25 +1,27 @@
 import { type SqlBool, sql } from 'kysely';
 import { type FieldDef, sqlTypeOf } from '../custom-field/custom-field.js';
 import { jsonFieldSortExpr } from '../custom-field/custom-field.repository.js';
-import type { DataTypeName, Db, StructuralEntityRecord, StructuralEntityRow, StructureType } from '../../db/tables.js';
+import {
+  type DataTypeName,
+  type Db,
+  ENTITY_COLUMNS,
+  type StructuralEntityRecord,
+  type StructuralEntityRow,
+  type StructureType,
+  qualified,
+} from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../db/paging.js';
 import { matchesTerm } from '../../db/search.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 
 export type StructureTypeWithFields = StructureType & { fields: FieldDef[] };
 
-/** The columns of a `StructuralEntityRow`, as a selection of `structural_entity` aliased `alias`. */
-export const entityColumns = <A extends string>(alias: A) =>
-  (['tenant_id', 'id', 'key', 'display_name', 'structure_type_key', 'parent_key', 'depth', 'custom_values'] as const).map(
-    (c) => `${alias}.${c}` as const,
-  );
-
 /** Entities by key, in no particular order (loaders sort). */
 export async function findEntitiesByKeys(db: Db, tenantId: string, keys: readonly string[]): Promise<StructuralEntityRow[]> {
   if (keys.length === 0) return [];
   return db
     .selectFrom('structural_entity as e')
-    .select(entityColumns('e'))
+    .select(qualified('e', ENTITY_COLUMNS))
     .where('e.tenant_id', '=', tenantId)
     .where('e.key', 'in', keys)
     .execute();
@@ -95,7 +97,7 @@ export interface EntityFilters {
 
 /** The filtered list of entities (D8 filters combine with AND); callers page it. */
 export function entityListQuery(db: Db, tenantId: string, f: EntityFilters) {
-  let q = db.selectFrom('structural_entity as e').select(entityColumns('e')).where('e.tenant_id', '=', tenantId);
+  let q = db.selectFrom('structural_entity as e').select(qualified('e', ENTITY_COLUMNS)).where('e.tenant_id', '=', tenantId);
   if (f.parentKey !== undefined && f.parentKey !== null) q = q.where('e.parent_key', '=', f.parentKey);
   if (f.depth !== undefined && f.depth !== null) q = q.where('e.depth', '=', f.depth);
   if (f.structureTypeKey !== undefined && f.structureTypeKey !== null) q = q.where('e.structure_type_key', '=', f.structureTypeKey);

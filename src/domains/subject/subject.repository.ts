@@ -2,14 +2,21 @@ import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { type Expression, type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../custom-field/custom-field.js';
-import type { Db, NewSubjectValue, StructuralEntityRow, SubjectRow } from '../../db/tables.js';
+import {
+  type Db,
+  ENTITY_COLUMNS,
+  type NewSubjectValue,
+  SUBJECT_COLUMNS,
+  type StructuralEntityRow,
+  type SubjectRow,
+  qualified,
+} from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchScore, matchesTerm } from '../../db/search.js';
+import { executeNamed } from '../../db/prepared.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 import { readDataVersion } from '../tenant/tenant.repository.js';
-import { executeNamed } from '../../db/prepared.js';
 import { valueRows } from './subject-values.js';
-import { entityColumns } from '../structural-entity/structural-entity.repository.js';
 
 /** A tenant's subject configuration: fields in order, matching fields, and the ExternalId field. */
 export interface SubjectConfig {
@@ -48,15 +55,16 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Whether `s` is a UUID: anything else names no subject (and would fail a uuid comparison). */
 export const isUuid = (s: string) => UUID.test(s);
 
-/** The columns of a `SubjectRow`, as a selection of `subject` (aliased `alias`). */
-const subjectColumns = <A extends string>(alias: A) =>
-  (['tenant_id', 'id', 'external_id', 'values'] as const).map((c) => `${alias}.${c}` as const);
-
 /** Subjects by id, in no particular order (loaders sort); ids that are not UUIDs name none. */
 export async function findSubjectsByIds(db: Db, tenantId: string, ids: readonly string[]): Promise<SubjectRow[]> {
   const valid = ids.filter(isUuid);
   if (valid.length === 0) return [];
-  return db.selectFrom('subject').select(subjectColumns('subject')).where('tenant_id', '=', tenantId).where('id', 'in', valid).execute();
+  return db
+    .selectFrom('subject')
+    .select(qualified('subject', SUBJECT_COLUMNS))
+    .where('tenant_id', '=', tenantId)
+    .where('id', 'in', valid)
+    .execute();
 }
 
 /** The subject of this id, locked FOR UPDATE for the caller's transaction. */
@@ -239,14 +247,14 @@ export async function saveSubject(
           .insertInto('subject')
           .values({ tenant_id: tenantId, id: s.id, ...row })
           .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
-          .returning(subjectColumns('subject'))
+          .returning(qualified('subject', SUBJECT_COLUMNS))
       : db
           .updateTable('subject')
           .set({ ...row, updated_at: sql<Date>`now()` })
           .where('tenant_id', '=', tenantId)
           .where('id', '=', s.id)
           .where(sql<SqlBool>`xmin = cast(${s.version} as xid)`)
-          .returning(subjectColumns('subject'));
+          .returning(qualified('subject', SUBJECT_COLUMNS));
   // The parts touch disjoint rows (deleted: keys not written; upserted: keys written), so the order in
   // which PostgreSQL runs a statement's data-modifying CTEs does not matter.
   // Named (P71): PostgreSQL plans this statement once per connection, not on every write. Its columns
@@ -280,7 +288,7 @@ export async function subjectsAfter(
 ): Promise<(SubjectRow & { matching_key: string })[]> {
   let q = db
     .selectFrom('subject')
-    .select([...subjectColumns('subject'), 'matching_key'])
+    .select([...qualified('subject', SUBJECT_COLUMNS), 'matching_key'])
     .where('tenant_id', '=', tenantId);
   if (afterId) q = q.where('id', '>', afterId);
   return q.orderBy('id').limit(limit).execute();
@@ -302,12 +310,12 @@ export async function findLocations(
     .where('l.tenant_id', '=', tenantId)
     .where('l.subject_id', 'in', subjectIds);
   return located
-    .select(entityColumns('e'))
+    .select(qualified('e', ENTITY_COLUMNS))
     .select((eb) => eb.ref('l.subject_id').$castTo<string | null>().as('subject_id'))
     .unionAll(
       db
         .selectFrom('structural_entity as e')
-        .select(entityColumns('e'))
+        .select(qualified('e', ENTITY_COLUMNS))
         .select(sql<string | null>`null::uuid`.as('subject_id'))
         .where('e.tenant_id', '=', tenantId)
         .where('e.key', 'in', located.select('e.parent_key').where('e.parent_key', 'is not', null)),
@@ -478,7 +486,7 @@ export async function pageSubjects(
     db,
     tenantId,
     relevance ? { ...filters, searchTerm: undefined } : byListKey ? { ...filters, values: undefined, match: undefined } : filters,
-  ).select(subjectColumns('s'));
+  ).select(qualified('s', SUBJECT_COLUMNS));
   if (relevance) {
     query = query.innerJoin(searchMatches(db, tenantId, filters.searchTerm!).as('m'), (j) =>
       j.onRef('m.subject_id', '=', 's.id'),
