@@ -1,14 +1,19 @@
 import { type GraphQLFieldResolver, type GraphQLSchema, isObjectType } from 'graphql';
 
-/** Nodes completed in one turn of the event loop; the first this many of a connection are not held back. */
-export const SLICE_NODES = 100;
+/** A connection's first this many nodes are not held back: pages of the usual sizes run unsliced. */
+export const UNSLICED_NODES = 100;
+/**
+ * Held-back nodes completed in one turn of the event loop: about 1.5 ms of a subject page with its custom
+ * field values, so another tenant's request waits at most that long for each of its own turns (P73).
+ */
+export const SLICE_NODES = 40;
 
 /**
  * The nodes of one request's large connections, handed to execution a slice at a time (P65). Completing
  * a node runs its fields' resolvers and builds its part of the result synchronously, in promise
  * continuations: a 900-subject page would otherwise hold the event loop for tens of milliseconds in one
  * piece, and every other request (another tenant's included) waits behind it whatever admission allows.
- * A connection's first SLICE_NODES nodes pass at once, so pages of the usual sizes, and the small
+ * A connection's first UNSLICED_NODES nodes pass at once, so pages of the usual sizes, and the small
  * connections nested in them, run exactly as before; every further node waits for a later turn,
  * SLICE_NODES per turn (`setImmediate` runs after the poll phase, so the requests that arrived meanwhile
  * are read and served in between).
@@ -40,7 +45,7 @@ export class Slices {
 }
 
 /**
- * Routes the nodes of every connection's edges past the first SLICE_NODES through the request's `Slices`
+ * Routes the nodes of every connection's edges past the first UNSLICED_NODES through the request's `Slices`
  * (Pothos's relay plugin fixes that resolver to `edge.node`, so it is wrapped once here, on the built
  * schema; the edge's index is the path's previous key). Returns the same schema.
  */
@@ -53,7 +58,7 @@ export function sliceEdgeNodes<S extends GraphQLSchema>(schema: S): S {
     node.resolve = (edge, args, ctx: { slices: Slices }, info) => {
       const value = resolve(edge, args, ctx, info);
       const index = info.path.prev?.key;
-      return typeof index === 'number' && index >= SLICE_NODES ? ctx.slices.hold(value) : value;
+      return typeof index === 'number' && index >= UNSLICED_NODES ? ctx.slices.hold(value) : value;
     };
   }
   return schema;

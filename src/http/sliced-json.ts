@@ -1,14 +1,14 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 
-/** How long one turn of serialising may run before it lets the event loop serve others. */
-const TURN_MS = 4;
+/** How long one turn of serialising may run before it lets the event loop serve others (P73). */
+const TURN_MS = 1.5;
 /** An array this long is serialised in runs of RUN items (a run of a large page's edges takes about a millisecond). */
 const LONG = 8;
 const RUN = 32;
 
 /**
  * `JSON.stringify(value)`, the same text, produced over as many turns of the event loop as it needs at
- * about TURN_MS each (P65): a response of a megabyte takes several milliseconds to serialise, and other
+ * about TURN_MS each (P65, P73): a response of a megabyte takes several milliseconds to serialise, and other
  * requests wait for no longer than a turn. Objects and arrays are walked down to the first long array
  * (LONG items or more), whose items are serialised by `JSON.stringify` RUN at a time; anything that is
  * not a plain object or array (a Date, an object with `toJSON`) is left to `JSON.stringify` whole too.
