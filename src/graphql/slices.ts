@@ -4,7 +4,7 @@ import { type GraphQLFieldResolver, type GraphQLSchema, isObjectType } from 'gra
 export const UNSLICED_NODES = 100;
 /**
  * Held-back nodes completed in one turn of the event loop: about 1.5 ms of a subject page with its custom
- * field values, so another tenant's request waits at most that long for each of its own turns (P73).
+ * field values, so one large request holds the event loop about that long per turn (P73).
  */
 export const SLICE_NODES = 40;
 
