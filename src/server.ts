@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { type App, buildApp } from './app/app.js';
@@ -10,6 +10,7 @@ import type { Db } from './db/tables.js';
 import type { DatabaseHandle } from './db/database.js';
 import { ServiceUnavailableError } from './core/errors.js';
 import { sendProblem } from './http/problem.js';
+import { createAppServer } from './http/app-server.js';
 import { upsertSubject } from './domains/subject/subject.service.js';
 import { findClientByTenantKey } from './domains/auth/auth.repository.js';
 import { clientPrincipal } from './domains/auth/authenticate.js';
@@ -116,8 +117,7 @@ async function main(): Promise<void> {
 
   // Listening before the database is reached: an orchestrator sees a live process that is not ready yet
   // (instead of a crash loop while PostgreSQL starts or fails over), then the app takes over.
-  let handler: (req: IncomingMessage, res: ServerResponse) => void = startingHandler;
-  const server: Server = createServer((req, res) => handler(req, res));
+  const { server, serve } = createAppServer(startingHandler);
   // Node's default is 5 s: a client or proxy sending on a connection idle that long races the close
   // and gets ECONNRESET (seen in the bench's paced run). Shutdown closes idle connections itself.
   server.keepAliveTimeout = config.HTTP_KEEP_ALIVE_TIMEOUT_MS;
@@ -194,7 +194,7 @@ async function main(): Promise<void> {
   demoProvider = handle.kind === 'pglite' && config.NODE_ENV !== 'production' ? await startDemoProvider(db, logger) : undefined;
   built = await buildApp({ config, db, logger, listen: handle.listen, poolStats: handle.poolStats });
   if (stopping) return;
-  handler = built.app;
+  serve(built.app);
   logger.info({ url: config.publicUrl, database: handle.kind }, 'listening');
   if (demo) printDemo(config.publicUrl, demo, created, config.DASHBOARD ?? true);
 }

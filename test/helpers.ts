@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
-import { type Server, createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createAppServer } from '../src/http/app-server.js';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -59,6 +60,10 @@ export async function openTestDatabase(
   };
 }
 
+/** Before the app is built, as the service before its database: not ready. */
+function notServing(_req: IncomingMessage, res: ServerResponse): void {
+  res.writeHead(503).end();
+}
 /**
  * Starts the real HTTP app on an ephemeral loopback port over a fresh database. The port is bound
  * before the app is built so PUBLIC_URL (the token issuer) is the address clients really use.
@@ -68,7 +73,7 @@ export async function startApp(
   env: Record<string, string> = {},
   opts: { plugins?: KyselyPlugin[]; logStream?: DestinationStream } = {},
 ): Promise<TestApp> {
-  const server: Server = createServer();
+  const { server, serve } = createAppServer(notServing);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
@@ -77,7 +82,7 @@ export async function startApp(
   const logger = opts.logStream ? pino({ level: config.LOG_LEVEL }, opts.logStream) : pino({ level: config.LOG_LEVEL });
   const built = await buildApp({ config, db: appDb, logger, listen: handle.listen, poolStats: handle.poolStats });
   const { app, tokens } = built;
-  server.on('request', app);
+  serve(app);
   return {
     url,
     config,
@@ -97,7 +102,7 @@ export async function startApp(
  * listener connection, on PGlite (one process only) sharing the embedded database.
  */
 export async function startPeer(first: TestApp, env: Record<string, string> = {}): Promise<TestApp> {
-  const server: Server = createServer();
+  const { server, serve } = createAppServer(notServing);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Instances behind one public URL: tokens of one are valid on the other.
@@ -124,7 +129,7 @@ export async function startPeer(first: TestApp, env: Record<string, string> = {}
     listen: handle.listen,
     poolStats: handle.poolStats,
   });
-  server.on('request', built.app);
+  serve(built.app);
   return {
     url,
     config,

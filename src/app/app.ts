@@ -159,11 +159,20 @@ export async function buildApp({
   } else {
     // Below info only errors are logged, where they are handled (the error handler, Yoga's logger): no
     // access log, and the request's child logger is made only when something logs (issue 8: pino-http's
-    // per-request loggers cost about 5% of a list request).
+    // per-request loggers cost about 5% of a list request). The getter is the request prototype's, defined
+    // once: defined on each request, it gave each its own hidden class, which kept the request and all it
+    // referenced alive through scavenges (P74).
+    const logs = new WeakMap<Request, Logger>();
+    Object.defineProperty(app.request, 'log', {
+      configurable: true,
+      get(this: Request) {
+        let log = logs.get(this);
+        if (!log) logs.set(this, (log = logger.child({ req: reqFields(this) })));
+        return log;
+      },
+    });
     app.use((req, res, next) => {
       req.id = requestId(req, res);
-      let log: Logger | undefined;
-      Object.defineProperty(req, 'log', { configurable: true, get: () => (log ??= logger.child({ req: reqFields(req) })) });
       next();
     });
   }

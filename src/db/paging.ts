@@ -38,9 +38,16 @@ export interface Edge<T> {
   node: T;
 }
 
+interface PageInfo {
+  hasNextPage: boolean;
+  hasPreviousPage: boolean;
+  startCursor: string | null;
+  endCursor: string | null;
+}
+
 export interface Connection<T> {
   edges: Edge<T>[];
-  pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null };
+  pageInfo: PageInfo;
   /** Lazy: GraphQL counts only when asked. */
   totalCount: () => Promise<number>;
 }
@@ -190,28 +197,35 @@ export interface PaginateOptions<Row> {
   args: PageArgs;
 }
 
-/** An edge whose cursor is encoded when first read: GraphQL selections often leave it out (issue 8). */
-function edgeOf<T>(node: T, encode: () => string): Edge<T> {
-  let cursor: string | undefined;
-  return {
-    node,
-    get cursor() {
-      return (cursor ??= encode());
-    },
-  };
+/**
+ * An edge whose cursor is encoded when first read: GraphQL selections often leave it out (issue 8). A
+ * class, not an object literal with a getter: each such literal got a hidden class of its own, which
+ * kept its row alive through scavenges (P74).
+ */
+class LazyEdge<T> implements Edge<T> {
+  private encoded: string | undefined;
+  constructor(
+    readonly node: T,
+    private readonly encode: () => string,
+  ) {}
+  get cursor(): string {
+    return (this.encoded ??= this.encode());
+  }
 }
 
-function pageInfoOf<T>(edges: readonly Edge<T>[], hasNextPage: boolean, hasPreviousPage: boolean): Connection<T>['pageInfo'] {
-  return {
-    hasNextPage,
-    hasPreviousPage,
-    get startCursor() {
-      return edges[0]?.cursor ?? null;
-    },
-    get endCursor() {
-      return edges[edges.length - 1]?.cursor ?? null;
-    },
-  };
+/** A page's flags, and its first and last cursors read from its edges when asked for (as `LazyEdge`). */
+class LazyPageInfo<T> implements PageInfo {
+  constructor(
+    private readonly edges: readonly Edge<T>[],
+    readonly hasNextPage: boolean,
+    readonly hasPreviousPage: boolean,
+  ) {}
+  get startCursor(): string | null {
+    return this.edges[0]?.cursor ?? null;
+  }
+  get endCursor(): string | null {
+    return this.edges[this.edges.length - 1]?.cursor ?? null;
+  }
 }
 
 /**
@@ -278,12 +292,12 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
 
   const edges = page.map((r) => {
     const { __sv, __id, __edge, ...node } = r;
-    return edgeOf(node as unknown as Row, () => encodeCursor(list, sort.name, pos(r)));
+    return new LazyEdge(node as unknown as Row, () => encodeCursor(list, sort.name, pos(r)));
   });
   let counted: Promise<number> | undefined;
   return {
     edges,
-    pageInfo: pageInfoOf(edges, hasNextPage, hasPreviousPage),
+    pageInfo: new LazyPageInfo(edges, hasNextPage, hasPreviousPage),
     totalCount: () => (counted ??= opts.count()),
   };
 }
@@ -327,10 +341,10 @@ export function paginateLoaded<T>(opts: {
       window.length > size || (after !== null && (first ? idx(first) > 0 : all.some((x) => !before || ahead(x.pos, before, false))));
     hasNextPage = before !== null && (last ? idx(last) < all.length - 1 : all.some((x) => !ahead(x.pos, before, false)));
   }
-  const edges = page.map((x) => edgeOf(x.node, () => encodeCursor(list, sortName, x.pos)));
+  const edges = page.map((x) => new LazyEdge(x.node, () => encodeCursor(list, sortName, x.pos)));
   return {
     edges,
-    pageInfo: pageInfoOf(edges, hasNextPage, hasPreviousPage),
+    pageInfo: new LazyPageInfo(edges, hasNextPage, hasPreviousPage),
     totalCount: () => Promise.resolve(all.length),
   };
 }
