@@ -19,10 +19,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CompiledQuery, sql } from 'kysely';
 import { pino } from 'pino';
+import { createAppServer } from '../src/http/app-server.js';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
@@ -105,12 +105,12 @@ try {
     WHERE s.tenant_id = ${tenant}::uuid`.execute(handle.db);
 
   const start = async (env: Record<string, string>) => {
-    const server: Server = createServer();
+    const { server, serve } = createAppServer((_req, res) => void res.writeHead(503).end());
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_URL: base, DATA_DIR: '/nonexistent', NODE_ENV: 'production', ...env });
     const app = await buildApp({ config, db: handle.db, logger: pino({ level: 'silent' }), listen: handle.listen });
-    server.on('request', app.app);
+    serve(app.app);
     closers.push(async () => {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));

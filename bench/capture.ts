@@ -7,11 +7,11 @@
  *  - the real answer, whose bytes B0 sends;
  * and the facts the scenarios need (a cursor at 90%, a subject id, the data-points page cursors).
  */
-import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CompiledQuery } from 'kysely';
 import { pino } from 'pino';
+import { createAppServer } from '../src/http/app-server.js';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
 import type { DatabaseHandle } from '../src/db/database.js';
@@ -128,7 +128,7 @@ export async function capturePhase(
     only?: readonly string[];
   },
 ): Promise<CaptureResult> {
-  const server = createServer();
+  const { server, serve } = createAppServer((_req, res) => void res.writeHead(503).end());
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // The outbox sender polls on a timer: a poll must not land inside a captured request.
@@ -140,7 +140,7 @@ export async function capturePhase(
     MAIL_POLL_MS: '3600000',
   });
   const app = await buildApp({ config, db: handle.db, logger: pino({ level: 'silent' }), listen: handle.listen });
-  server.on('request', app.app);
+  serve(app.app);
   try {
     const form = new URLSearchParams({
       grant_type: 'client_credentials',

@@ -30,7 +30,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -40,6 +39,7 @@ import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { CompiledQuery, sql } from 'kysely';
 import { pino } from 'pino';
+import { createAppServer } from '../src/http/app-server.js';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
 import { migrateToLatest } from '../src/db/migrate.js';
@@ -434,7 +434,7 @@ export async function runDashboards(opts: {
     if (pin) await pinSelf(SERVER_CORE);
 
     // The app in this process, on a loopback port bound first so PUBLIC_URL is its real address.
-    const server: Server = createServer();
+    const { server, serve } = createAppServer((_req, res) => void res.writeHead(503).end());
     // The harness's own kept-alive connection must not race the server's idle time-out (5 s by default),
     // whose timer can fire late, just as a request is sent, while PGlite holds the event loop.
     server.keepAliveTimeout = 120_000;
@@ -476,7 +476,7 @@ export async function runDashboards(opts: {
           .filter(([, n]) => n > 0),
       );
     const app = await buildApp({ config, db: handle.db, logger, listen: handle.listen });
-    server.on('request', (req, res) => requestTag.run(req.headers['x-bench-capture'] === '1', () => app.app(req, res)));
+    serve(app.app, (req, res) => requestTag.run(req.headers['x-bench-capture'] === '1', () => app.app(req, res)));
     later('dashboards: app', async () => {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));

@@ -19,13 +19,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { pino } from 'pino';
+import { createAppServer } from '../src/http/app-server.js';
 import { type App, buildApp } from '../src/app/app.js';
 import { type Config, loadConfig } from '../src/core/config.js';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
@@ -95,12 +95,12 @@ async function startInstance(
   handle: DatabaseHandle,
   env: (url: string) => Record<string, string>,
 ): Promise<Running & { config: Config; app: App }> {
-  const server: Server = createServer();
+  const { server, serve } = createAppServer((_req, res) => void res.writeHead(503).end());
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig(env(url));
   const app = await buildApp({ config, db: handle.db, logger: pino({ level: 'silent' }), listen: handle.listen });
-  server.on('request', app.app);
+  serve(app.app);
   return {
     url,
     config,

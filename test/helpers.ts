@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createAppServer } from '../src/http/app-server.js';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,6 +15,7 @@ import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db/databas
 import type { TokenService } from '../src/domains/auth/tokens.js';
 import { SecretBox } from '../src/domains/data/secret-box.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { createAppServer } from '../src/http/app-server.js';
 
 export interface TestApp {
   url: string;
@@ -64,6 +64,7 @@ export async function openTestDatabase(
 function notServing(_req: IncomingMessage, res: ServerResponse): void {
   res.writeHead(503).end();
 }
+
 /**
  * Starts the real HTTP app on an ephemeral loopback port over a fresh database. The port is bound
  * before the app is built so PUBLIC_URL (the token issuer) is the address clients really use.
