@@ -27,6 +27,7 @@
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
@@ -99,6 +100,18 @@ function sameData(a: string, b: string): boolean {
     return isDeepStrictEqual(strip(JSON.parse(a)), strip(JSON.parse(b)));
   } catch {
     return false;
+  }
+}
+
+/** Resolves once `count` has not moved for a second (at most a minute): what a cut-off load left has ended. */
+async function settled(count: () => number): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  let last = count();
+  while (Date.now() < deadline) {
+    await sleep(1000);
+    const now = count();
+    if (now === last) return;
+    last = now;
   }
 }
 
@@ -326,6 +339,8 @@ async function main() {
       // Under load a request cut off at the end may or may not have called the provider: the exact
       // count comes from sequential requests, each reading pages nothing has read before.
       if (sc.variant?.kind === 'pages') {
+        // The requests the load cut off go on, and their provider calls would count here: wait for them.
+        await settled(() => provider.stats().getDataPointsCalls);
         const c0 = provider.stats().getDataPointsCalls;
         for (const after of missCheckCursors(capture.ctx.pageCursors)) {
           const res = await fetch(`${url}${sc.path}`, {
