@@ -17,6 +17,7 @@ export function namedStatement(sql: string): void {
   if (!names.has(sql) && names.size < MAX_NAMED) names.set(sql, `ssdi_${names.size}`);
 }
 
+/** The name `namedStatement` gave `sql`, if it marked it: the pool then runs it as a prepared statement. */
 export function statementName(sql: string): string | undefined {
   return names.get(sql);
 }
