@@ -1,4 +1,4 @@
-import { type Compilable, type CompiledQuery, type QueryResult, createQueryId } from 'kysely';
+import { type Compilable, type CompiledQuery, createQueryId } from 'kysely';
 import type { Db } from './tables.js';
 
 // SQL text → its statement's name (P71). Only fixed texts of the code are marked, a handful; the cap
@@ -22,36 +22,46 @@ export function statementName(sql: string): string | undefined {
   return names.get(sql);
 }
 
-/** Runs `compiled` after marking it with `namedStatement`. */
-export async function executeNamed<R>(db: Db, compiled: CompiledQuery<R>): Promise<QueryResult<R>> {
-  namedStatement(compiled.sql);
-  return db.executeQuery(compiled);
+interface Template<R> {
+  query: CompiledQuery<R>;
+  slots: ({ param: number } | { value: unknown })[];
+  /** Which parameters the shape was built with (the others were undefined, and must stay so). */
+  given: boolean[];
 }
 
 /**
- * A statement whose SQL never changes, built and compiled by Kysely once (issue 19: building and
- * compiling a query on every call is a few percent of a list request's CPU). `build` is called once with
- * placeholders for its string parameters, each of which it must bind as a value (never fold into the
- * SQL text); every call then executes the compiled SQL with its own values in those places. With
- * `named`, the statement is also marked with `namedStatement` (only if its plan does not depend on them).
+ * Statements whose SQL depends only on their `shape`, one of a few fixed variants (an insert or an
+ * update, with or without locations), each built and compiled by Kysely once (issue 19: building and
+ * compiling a statement on every call was a tenth of a subject write's CPU). `build` is called once per
+ * shape with placeholders for its parameters, each of which it must bind as a value: never read it,
+ * fold it into the SQL text or let it choose the SQL (the shape does that). A parameter the shape does
+ * not use is passed as `undefined`, at that shape's every call. Every call then executes the shape's
+ * compiled SQL with its own values in those places. With `named`, the statements are also marked with
+ * `namedStatement` (only for statements whose plan does not depend on their values).
  */
-export function preparedQuery<P extends string[], R>(
-  build: (db: Db, ...params: P) => Compilable<R>,
+export function preparedShapes<S extends string, P extends unknown[], R>(
+  build: (db: Db, shape: S, ...params: P) => Compilable<R>,
   opts: { named?: boolean } = {},
-): (db: Db, ...params: P) => Promise<R[]> {
-  let template: { query: CompiledQuery<R>; slots: ({ param: number } | { value: unknown })[] } | undefined;
-  return async (db, ...params) => {
-    if (!template) {
-      const marks = params.map((_, i) => `\u0000param ${i}\u0000`) as P;
-      const query = build(db, ...marks).compile();
-      const slots = query.parameters.map((p) => (typeof p === 'string' && marks.includes(p) ? { param: marks.indexOf(p) } : { value: p }));
-      const bound = new Set(slots.flatMap((s) => ('param' in s ? [s.param] : [])));
-      // A placeholder that did not come out as a parameter was folded into the text: refuse to run it.
-      if (bound.size !== params.length || query.sql.includes('\u0000')) throw new Error('preparedQuery: every parameter must be bound');
-      template = { query, slots };
-      if (opts.named) namedStatement(query.sql);
-    }
-    const { query, slots } = template;
+): (db: Db, shape: S, ...params: P) => Promise<R[]> {
+  const templates = new Map<S, Template<R>>();
+  const compile = (db: Db, shape: S, params: P): Template<R> => {
+    const given = params.map((p) => p !== undefined);
+    const marks = params.map((p, i) => (p === undefined ? undefined : `\u0000param ${i}\u0000`));
+    const query = build(db, shape, ...(marks as P)).compile();
+    const slots = query.parameters.map((p) => (typeof p === 'string' && marks.includes(p) ? { param: marks.indexOf(p) } : { value: p }));
+    const bound = new Set(slots.flatMap((s) => ('param' in s ? [s.param] : [])));
+    // A placeholder that did not come out as a parameter was read or folded into the text: refuse it.
+    if (bound.size !== given.filter(Boolean).length || query.sql.includes('\u0000'))
+      throw new Error(`preparedShapes: every parameter of shape '${shape}' must be bound`);
+    if (opts.named) namedStatement(query.sql);
+    return { query, slots, given };
+  };
+  return async (db, shape, ...params) => {
+    let template = templates.get(shape);
+    if (!template) templates.set(shape, (template = compile(db, shape, params)));
+    const { query, slots, given } = template;
+    if (params.some((p, i) => (p !== undefined) !== given[i]))
+      throw new Error(`preparedShapes: shape '${shape}' was called with other parameters`);
     const compiled: CompiledQuery<R> = {
       query: query.query,
       queryId: createQueryId(),
@@ -60,4 +70,13 @@ export function preparedQuery<P extends string[], R>(
     };
     return (await db.executeQuery(compiled)).rows;
   };
+}
+
+/** A statement whose SQL never changes: `preparedShapes` with one shape. */
+export function preparedQuery<P extends unknown[], R>(
+  build: (db: Db, ...params: P) => Compilable<R>,
+  opts: { named?: boolean } = {},
+): (db: Db, ...params: P) => Promise<R[]> {
+  const run = preparedShapes((db: Db, _shape: 'one', ...params: P) => build(db, ...params), opts);
+  return (db, ...params) => run(db, 'one', ...params);
 }

@@ -13,7 +13,7 @@ import {
 } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchScore, matchesTerm } from '../../db/search.js';
-import { executeNamed } from '../../db/prepared.js';
+import { preparedShapes } from '../../db/prepared.js';
 import { configVersionCache } from '../tenant/config-version-cache.js';
 import { readDataVersion } from '../tenant/tenant.repository.js';
 import { valueRows } from './subject-values.js';
@@ -145,25 +145,16 @@ export interface SubjectSeen {
   version: string;
 }
 
-/**
- * What an upsert reads, in one statement (P64): the subject with these matching values, if any (locked
- * FOR UPDATE with `lock`), and the entities of `entityKeys` that exist.
- */
-export async function findUpsertTarget(
-  db: Db,
-  tenantId: string,
-  matchingKey: string,
-  entityKeys: readonly string[],
-  lock: boolean,
-): Promise<{ subject: SubjectSeen | undefined; entities: { id: string; key: string; structure_type_key: string }[] }> {
-  const query = db
-    .selectNoFrom((eb) => [
+// Two shapes: locked or not.
+const upsertTarget = preparedShapes(
+  (db: Db, shape: 'lock' | 'read', tenantId: string, matchingKey: string, entityKeys: readonly string[]) =>
+    db.selectNoFrom((eb) => [
       eb
         .selectFrom('subject')
         .select(sql<SubjectSeen>`jsonb_build_object('id', id, 'values', values, 'version', xmin::text)`.as('s'))
         .where('tenant_id', '=', tenantId)
         .where('matching_key', '=', matchingKey)
-        .$if(lock, (q) => q.forUpdate())
+        .$if(shape === 'lock', (q) => q.forUpdate())
         .as('subject'),
       eb
         .selectFrom('structural_entity')
@@ -175,9 +166,22 @@ export async function findUpsertTarget(
         .where('tenant_id', '=', tenantId)
         .where('key', '=', sql<string>`ANY(cast(${entityKeys} as text[]))`)
         .as('entities'),
-    ])
-    .compile();
-  const row = (await executeNamed(db, query)).rows[0]!;
+    ]),
+  { named: true },
+);
+
+/**
+ * What an upsert reads, in one statement (P64): the subject with these matching values, if any (locked
+ * FOR UPDATE with `lock`), and the entities of `entityKeys` that exist.
+ */
+export async function findUpsertTarget(
+  db: Db,
+  tenantId: string,
+  matchingKey: string,
+  entityKeys: readonly string[],
+  lock: boolean,
+): Promise<{ subject: SubjectSeen | undefined; entities: { id: string; key: string; structure_type_key: string }[] }> {
+  const row = (await upsertTarget(db, lock ? 'lock' : 'read', tenantId, matchingKey, entityKeys))[0]!;
   return { subject: row.subject ?? undefined, entities: row.entities ?? [] };
 }
 
@@ -199,6 +203,70 @@ export function subjectValueRows(tenantId: string, config: SubjectConfig, subjec
   return valueRows(tenantId, subject.id, config.fields, subject.values, searchable, config.externalIdKey);
 }
 
+// Four shapes: an insert or an update (of the row still at `version`), with or without its locations.
+type SaveShape = 'insert' | 'insert located' | 'update' | 'update located';
+const saveStatement = preparedShapes(
+  (
+    db: Db,
+    shape: SaveShape,
+    tenantId: string,
+    id: string,
+    version: string | undefined,
+    externalId: string | null,
+    matchingKey: string,
+    values: Record<string, unknown>,
+    rows: string,
+    entityIds: readonly string[] | undefined,
+  ) => {
+    const locations = !shape.endsWith('located')
+      ? sql``
+      : sql`, unlocated AS (
+          DELETE FROM subject_location l USING subj
+          WHERE l.tenant_id = subj.tenant_id AND l.subject_id = subj.id AND NOT (l.structural_entity_id = ANY(cast(${entityIds} as int8[])))
+        ), located AS (
+          INSERT INTO subject_location (tenant_id, subject_id, structural_entity_id)
+          SELECT subj.tenant_id, subj.id, e FROM subj, unnest(cast(${entityIds} as int8[])) AS e
+          ON CONFLICT DO NOTHING
+        )`;
+    const subj = shape.startsWith('insert')
+      ? db
+          .insertInto('subject')
+          .values({ tenant_id: tenantId, id, external_id: externalId, matching_key: matchingKey, values })
+          .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
+          .returning(qualified('subject', SUBJECT_COLUMNS))
+      : db
+          .updateTable('subject')
+          .set({ external_id: externalId, matching_key: matchingKey, values, updated_at: sql<Date>`now()` })
+          .where('tenant_id', '=', tenantId)
+          .where('id', '=', id)
+          .where(sql<SqlBool>`xmin = cast(${version} as xid)`)
+          .returning(qualified('subject', SUBJECT_COLUMNS));
+    // The parts touch disjoint rows (deleted: keys not written; upserted: keys written), so the order in
+    // which PostgreSQL runs a statement's data-modifying CTEs does not matter.
+    const statement = sql<SubjectRow>`
+    WITH subj AS (${subj}), r AS (
+      SELECT * FROM jsonb_to_recordset(cast(${rows} as jsonb)) AS r(f text, o int, t text, k text, s boolean, l text)
+    ), unvalued AS (
+      DELETE FROM subject_value v USING subj
+      WHERE v.tenant_id = subj.tenant_id AND v.subject_id = subj.id
+        AND NOT EXISTS (SELECT 1 FROM r WHERE r.f = v.field_key AND r.o = v.ordinal)
+    ), valued AS (
+      INSERT INTO subject_value AS v (tenant_id, subject_id, field_key, ordinal, value_text, sort_key, searchable, list_key)
+      SELECT subj.tenant_id, subj.id, r.f, r.o, r.t, r.k, r.s, r.l FROM subj, r
+      ON CONFLICT (tenant_id, subject_id, field_key, ordinal) DO UPDATE
+        SET value_text = excluded.value_text, sort_key = excluded.sort_key, searchable = excluded.searchable, list_key = excluded.list_key
+        WHERE (v.value_text, v.sort_key, v.searchable, v.list_key) IS DISTINCT FROM (excluded.value_text, excluded.sort_key, excluded.searchable, excluded.list_key)
+    )${locations}, bumped AS (
+      UPDATE tenant SET data_version = data_version + 1 WHERE id = ${tenantId} AND EXISTS (SELECT 1 FROM subj)
+    )
+    SELECT * FROM subj`;
+    return { compile: () => statement.compile(db) };
+  },
+  // Named (P71): PostgreSQL plans this statement once per connection, not on every write. Its columns
+  // are listed, not `*`, so a column added by a later migration does not change a prepared result type.
+  { named: true },
+);
+
 /**
  * One subject write as one statement (issue 19): the row (inserted under `id`, or updated), its index
  * rows (those no longer there deleted, the others upserted, unchanged ones left alone), its locations
@@ -219,7 +287,6 @@ export async function saveSubject(
     entityIds?: readonly string[] | undefined;
   },
 ): Promise<SubjectRow | undefined> {
-  const row = { external_id: s.write.external_id, matching_key: s.write.matching_key, values: s.write.values };
   const rows = JSON.stringify(
     s.values.map((v) => ({
       f: v.field_key,
@@ -230,53 +297,21 @@ export async function saveSubject(
       l: v.list_key ?? null,
     })),
   );
-  const locations =
-    s.entityIds === undefined
-      ? sql``
-      : sql`, unlocated AS (
-          DELETE FROM subject_location l USING subj
-          WHERE l.tenant_id = subj.tenant_id AND l.subject_id = subj.id AND NOT (l.structural_entity_id = ANY(cast(${s.entityIds} as int8[])))
-        ), located AS (
-          INSERT INTO subject_location (tenant_id, subject_id, structural_entity_id)
-          SELECT subj.tenant_id, subj.id, e FROM subj, unnest(cast(${s.entityIds} as int8[])) AS e
-          ON CONFLICT DO NOTHING
-        )`;
-  const subj =
-    s.version === null
-      ? db
-          .insertInto('subject')
-          .values({ tenant_id: tenantId, id: s.id, ...row })
-          .onConflict((oc) => oc.columns(['tenant_id', 'matching_key']).doNothing())
-          .returning(qualified('subject', SUBJECT_COLUMNS))
-      : db
-          .updateTable('subject')
-          .set({ ...row, updated_at: sql<Date>`now()` })
-          .where('tenant_id', '=', tenantId)
-          .where('id', '=', s.id)
-          .where(sql<SqlBool>`xmin = cast(${s.version} as xid)`)
-          .returning(qualified('subject', SUBJECT_COLUMNS));
-  // The parts touch disjoint rows (deleted: keys not written; upserted: keys written), so the order in
-  // which PostgreSQL runs a statement's data-modifying CTEs does not matter.
-  // Named (P71): PostgreSQL plans this statement once per connection, not on every write. Its columns
-  // are listed, not `*`, so a column added by a later migration does not change a prepared result type.
-  const statement = sql<SubjectRow>`
-    WITH subj AS (${subj}), r AS (
-      SELECT * FROM jsonb_to_recordset(cast(${rows} as jsonb)) AS r(f text, o int, t text, k text, s boolean, l text)
-    ), unvalued AS (
-      DELETE FROM subject_value v USING subj
-      WHERE v.tenant_id = subj.tenant_id AND v.subject_id = subj.id
-        AND NOT EXISTS (SELECT 1 FROM r WHERE r.f = v.field_key AND r.o = v.ordinal)
-    ), valued AS (
-      INSERT INTO subject_value AS v (tenant_id, subject_id, field_key, ordinal, value_text, sort_key, searchable, list_key)
-      SELECT subj.tenant_id, subj.id, r.f, r.o, r.t, r.k, r.s, r.l FROM subj, r
-      ON CONFLICT (tenant_id, subject_id, field_key, ordinal) DO UPDATE
-        SET value_text = excluded.value_text, sort_key = excluded.sort_key, searchable = excluded.searchable, list_key = excluded.list_key
-        WHERE (v.value_text, v.sort_key, v.searchable, v.list_key) IS DISTINCT FROM (excluded.value_text, excluded.sort_key, excluded.searchable, excluded.list_key)
-    )${locations}, bumped AS (
-      UPDATE tenant SET data_version = data_version + 1 WHERE id = ${tenantId} AND EXISTS (SELECT 1 FROM subj)
+  const shape: SaveShape = `${s.version === null ? 'insert' : 'update'}${s.entityIds === undefined ? '' : ' located'}`;
+  return (
+    await saveStatement(
+      db,
+      shape,
+      tenantId,
+      s.id,
+      s.version ?? undefined,
+      s.write.external_id,
+      s.write.matching_key,
+      s.write.values,
+      rows,
+      s.entityIds,
     )
-    SELECT * FROM subj`.compile(db);
-  return (await executeNamed(db, statement)).rows[0];
+  )[0];
 }
 
 /** A page of the tenant's subjects in id order after `afterId` (for batch jobs). */
