@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { LoadResult } from './load.js';
 import type { DashboardsResult } from './dashboards.js';
 import type { NoisyNeighbourResult } from './noisy-neighbour.js';
+import type { Collections } from './service.js';
 
 export interface Measured extends LoadResult {
   /** VmHWM of the process under test during this run (warm-up included), bytes. */
@@ -63,6 +64,8 @@ export interface PeersReport {
 export interface HalfRate {
   rate: number;
   result: Measured;
+  /** The service's garbage collections during the run (its /metrics). */
+  collections?: Collections;
 }
 
 export interface Target {
@@ -225,7 +228,11 @@ export function evaluateTargets(
   const halfFailed = failures(halfRate?.result);
   out.push({
     target: 'REST list at half the max rate: p99 ≤ 5× p50',
-    measured: q === undefined ? 'n/a' : `${f2(hp99)} / ${f2(hp50)} ms = ${f2(q)}×${halfFailed ? ` (${halfFailed} failed answers)` : ''}`,
+    measured:
+      q === undefined
+        ? 'n/a'
+        : `${f2(hp99)} / ${f2(hp50)} ms = ${f2(q)}×${halfFailed ? ` (${halfFailed} failed answers)` : ''}` +
+          (halfRate?.collections ? `; full collections in the run: ${halfRate.collections.major}` : ''),
     holds: q === undefined ? undefined : q <= 5 && halfFailed === 0,
   });
   const rss = val(s('rest-list')?.service?.peakRssBytes);

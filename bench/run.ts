@@ -65,7 +65,19 @@ import {
 } from './report.js';
 import { LIST_SCENARIOS, MISS_CHECKS, type Scenario, missCheckCursors } from './scenarios.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
-import { LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, envNumber as num, startCommand, startService, watchCode } from './service.js';
+import {
+  LOAD_CORE,
+  REPO,
+  SERVER_CORE,
+  baseEnv,
+  bearer,
+  collections,
+  collectionsBetween,
+  envNumber as num,
+  startCommand,
+  startService,
+  watchCode,
+} from './service.js';
 import { CLIENT, TENANT_KEY } from './tenant-data.js';
 
 const SUBJECTS = Math.floor(num('BENCH_SUBJECTS', 100_000));
@@ -375,10 +387,16 @@ async function main() {
       // The same list at a fixed rate of half the measured maximum: the latency spread below saturation.
       const rate = Math.max(1, Math.floor(m.rps / 2));
       resetPeakRss(servicePid);
+      const gc0 = await collections(url);
       const h: Measured = await load(specFor(sc, url, sc.path, auth, { overallRate: rate }));
       h.peakRssBytes = peakRss(servicePid);
-      halfRate = { rate, result: h };
-      log(`  ${'rest-list @ half'.padEnd(18)} ${h.rps.toFixed(0).padStart(7)} req/s  p50 ${h.p50} ms  p99 ${h.p99} ms`);
+      // Whether a full collection fell in the run decides its p99 (P76): reported beside it.
+      const gc = collectionsBetween(gc0, await collections(url));
+      halfRate = { rate, result: h, ...(gc ? { collections: gc } : {}) };
+      log(
+        `  ${'rest-list @ half'.padEnd(18)} ${h.rps.toFixed(0).padStart(7)} req/s  p50 ${h.p50} ms  p99 ${h.p99} ms` +
+          (gc ? `  full collections ${gc.major} (${gc.majorMs.toFixed(0)} ms), scavenges ${gc.minor} (${gc.minorMs.toFixed(0)} ms)` : ''),
+      );
     }
     const reference = sc.reference === 'B1' ? r.b1 : sc.reference === 'B0' ? r.b0 : undefined;
     if (reference && reference.rps > 0) r.ratio = m.rps / reference.rps;

@@ -138,3 +138,35 @@ export async function bearer(
     throw new Error(`token request for ${tenantKey}/${client.clientId} failed: ${res.status} ${JSON.stringify(token)}`);
   return { authorization: `Bearer ${token.access_token}` };
 }
+
+/** The service's garbage collections so far, by kind: counts and milliseconds (its /metrics, from prom-client). */
+export interface Collections {
+  major: number;
+  majorMs: number;
+  minor: number;
+  minorMs: number;
+}
+
+/** Reads `Collections` from the service's /metrics; undefined when it does not answer them. */
+export async function collections(url: string): Promise<Collections | undefined> {
+  try {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const read = (metric: 'count' | 'sum', kind: string) =>
+      Number(new RegExp(`^nodejs_gc_duration_seconds_${metric}\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+    const c = {
+      major: read('count', 'major'),
+      majorMs: read('sum', 'major') * 1000,
+      minor: read('count', 'minor'),
+      minorMs: read('sum', 'minor') * 1000,
+    };
+    return Object.values(c).every(Number.isFinite) ? c : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What happened between two readings of `collections`. */
+export function collectionsBetween(a: Collections | undefined, b: Collections | undefined): Collections | undefined {
+  if (!a || !b) return undefined;
+  return { major: b.major - a.major, majorMs: b.majorMs - a.majorMs, minor: b.minor - a.minor, minorMs: b.minorMs - a.minorMs };
+}
