@@ -64,7 +64,7 @@ export interface PeersReport {
 export interface HalfRate {
   rate: number;
   result: Measured;
-  /** The service's garbage collections during the run (its /metrics). */
+  /** The service's garbage collections during the run and its warm-up (its /metrics). */
   collections?: Collections;
 }
 

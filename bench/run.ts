@@ -390,12 +390,14 @@ async function main() {
       const gc0 = await collections(url);
       const h: Measured = await load(specFor(sc, url, sc.path, auth, { overallRate: rate }));
       h.peakRssBytes = peakRss(servicePid);
-      // Whether a full collection fell in the run decides its p99 (P76): reported beside it.
+      // Whether a full collection fell in the run (or its 1 s warm-up) decides its p99 (P76): reported beside it.
       const gc = collectionsBetween(gc0, await collections(url));
       halfRate = { rate, result: h, ...(gc ? { collections: gc } : {}) };
       log(
         `  ${'rest-list @ half'.padEnd(18)} ${h.rps.toFixed(0).padStart(7)} req/s  p50 ${h.p50} ms  p99 ${h.p99} ms` +
-          (gc ? `  full collections ${gc.major} (${gc.majorMs.toFixed(0)} ms), scavenges ${gc.minor} (${gc.minorMs.toFixed(0)} ms)` : ''),
+          (gc
+            ? `  full collections ${gc.major} (paused ${gc.majorMs.toFixed(0)} ms), scavenges ${gc.minor} (${gc.minorMs.toFixed(0)} ms)`
+            : ''),
       );
     }
     const reference = sc.reference === 'B1' ? r.b1 : sc.reference === 'B0' ? r.b0 : undefined;

@@ -139,7 +139,7 @@ export async function bearer(
   return { authorization: `Bearer ${token.access_token}` };
 }
 
-/** The service's garbage collections so far, by kind: counts and milliseconds (its /metrics, from prom-client). */
+/** The service's garbage collections so far, by kind: counts and milliseconds paused (its /metrics). */
 export interface Collections {
   major: number;
   majorMs: number;
@@ -147,19 +147,29 @@ export interface Collections {
   minorMs: number;
 }
 
-/** Reads `Collections` from the service's /metrics; undefined when it does not answer them. */
+/**
+ * Reads `Collections` from the service's /metrics: `nodejs_gc_runs_total` and
+ * `nodejs_gc_pause_seconds_total` (P76), or where the service lacks them (an older commit) prom-client's
+ * `nodejs_gc_duration_seconds`, which can miss a collection that came in the same turn as another.
+ * Undefined when it answers neither.
+ */
 export async function collections(url: string): Promise<Collections | undefined> {
   try {
     const text = await (await fetch(`${url}/metrics`)).text();
-    const read = (metric: 'count' | 'sum', kind: string) =>
-      Number(new RegExp(`^nodejs_gc_duration_seconds_${metric}\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
-    const c = {
-      major: read('count', 'major'),
-      majorMs: read('sum', 'major') * 1000,
-      minor: read('count', 'minor'),
-      minorMs: read('sum', 'minor') * 1000,
+    const [runs, seconds] = text.includes('# TYPE nodejs_gc_runs_total ')
+      ? ['nodejs_gc_runs_total', 'nodejs_gc_pause_seconds_total']
+      : text.includes('# TYPE nodejs_gc_duration_seconds ')
+        ? ['nodejs_gc_duration_seconds_count', 'nodejs_gc_duration_seconds_sum']
+        : [];
+    if (!runs || !seconds) return undefined;
+    // A kind that has not happened yet has no line: 0.
+    const read = (metric: string, kind: string) => Number(new RegExp(`^${metric}\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+    return {
+      major: read(runs, 'major'),
+      majorMs: read(seconds, 'major') * 1000,
+      minor: read(runs, 'minor'),
+      minorMs: read(seconds, 'minor') * 1000,
     };
-    return Object.values(c).every(Number.isFinite) ? c : undefined;
   } catch {
     return undefined;
   }

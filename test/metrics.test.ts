@@ -50,6 +50,23 @@ describe('GET /metrics', () => {
     expect(m.text).not.toContain('full');
   });
 
+  it('counts every garbage collection by kind, and the time paused (P76)', async () => {
+    const runs = (text: string, kind: string) =>
+      Number(new RegExp(`^nodejs_gc_runs_total\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+    const paused = (text: string) =>
+      [...text.matchAll(/^nodejs_gc_pause_seconds_total\{kind="\w+"\} (\S+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+    const before = (await scrape(app.url)).text;
+    // The tests' app runs in this process: garbage made here is collected there. A scavenge every few MB.
+    let keep = 0;
+    for (let i = 0; i < 200_000; i++) keep += JSON.stringify({ i, text: `value ${i}`, list: [i, i + 1] }).length;
+    expect(keep).toBeGreaterThan(0);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const after = (await scrape(app.url)).text;
+    expect(runs(after, 'minor')).toBeGreaterThan(runs(before, 'minor'));
+    expect(paused(after)).toBeGreaterThan(paused(before));
+    expect(after).toMatch(/# TYPE nodejs_gc_runs_total counter/);
+  });
+
   it('is off with METRICS=false', async () => {
     const off = await startApp({ METRICS: 'false' });
     try {

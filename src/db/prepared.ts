@@ -60,7 +60,7 @@ export function preparedShapes<S extends string, P extends unknown[], R>(
     let template = templates.get(shape);
     if (!template) templates.set(shape, (template = compile(db, shape, params)));
     const { query, slots, given } = template;
-    if (params.some((p, i) => (p !== undefined) !== given[i]))
+    if (params.length !== given.length || params.some((p, i) => (p !== undefined) !== given[i]))
       throw new Error(`preparedShapes: shape '${shape}' was called with other parameters`);
     const compiled: CompiledQuery<R> = {
       query: query.query,

@@ -1,3 +1,4 @@
+import { PerformanceObserver, constants } from 'node:perf_hooks';
 import type { NextFunction, Request, Response } from 'express';
 import { type DocumentNode, Kind, type OperationDefinitionNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
@@ -17,6 +18,30 @@ export interface AdmissionState {
 }
 
 const BREAKER_STATES = ['closed', 'half_open', 'open', 'isolated'] as const;
+
+const GC_KINDS: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weakcb',
+};
+// Every garbage collection of the process, by kind: runs and seconds paused. prom-client's
+// `nodejs_gc_duration_seconds` observes only the first of the entries Node hands its observer together,
+// so it misses a collection that comes in the same turn as another (a full one right after a scavenge).
+const gcRuns = new Map<string, number>();
+const gcSeconds = new Map<string, number>();
+let gcObserved = false;
+function observeCollections(): void {
+  if (gcObserved) return;
+  gcObserved = true;
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const kind = GC_KINDS[(e as { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other';
+      gcRuns.set(kind, (gcRuns.get(kind) ?? 0) + 1);
+      gcSeconds.set(kind, (gcSeconds.get(kind) ?? 0) + e.duration / 1000);
+    }
+  }).observe({ entryTypes: ['gc'] });
+}
 
 /** Distinct GraphQL operation names kept as label values; clients choose names, so their number is bounded. */
 const MAX_OPERATION_NAMES = 200;
@@ -40,6 +65,22 @@ export class Metrics {
   constructor(poolStats?: PoolStats, breakers?: BreakerStates) {
     collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
+    observeCollections();
+    for (const [name, help, totals] of [
+      ['nodejs_gc_runs_total', 'Garbage collections by kind (major, minor, incremental, weakcb), every one counted.', gcRuns],
+      ['nodejs_gc_pause_seconds_total', 'Seconds the process paused for garbage collection, by kind.', gcSeconds],
+    ] as const) {
+      new Counter({
+        name,
+        help,
+        labelNames: ['kind'],
+        registers,
+        collect() {
+          this.reset();
+          for (const [kind, v] of totals) this.inc({ kind }, v);
+        },
+      });
+    }
     this.requests = new Counter({
       name: 'http_requests_total',
       help: 'HTTP requests by route template and status.',
