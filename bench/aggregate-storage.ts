@@ -105,7 +105,7 @@ try {
     WHERE s.tenant_id = ${tenant}::uuid`.execute(handle.db);
 
   const start = async (env: Record<string, string>) => {
-    const { server, serve } = createAppServer((_req, res) => void res.writeHead(503).end());
+    const { server, serve } = createAppServer();
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_URL: base, DATA_DIR: '/nonexistent', NODE_ENV: 'production', ...env });

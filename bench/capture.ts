@@ -128,7 +128,7 @@ export async function capturePhase(
     only?: readonly string[];
   },
 ): Promise<CaptureResult> {
-  const { server, serve } = createAppServer((_req, res) => void res.writeHead(503).end());
+  const { server, serve } = createAppServer();
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // The outbox sender polls on a timer: a poll must not land inside a captured request.

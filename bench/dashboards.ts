@@ -434,7 +434,7 @@ export async function runDashboards(opts: {
     if (pin) await pinSelf(SERVER_CORE);
 
     // The app in this process, on a loopback port bound first so PUBLIC_URL is its real address.
-    const { server, serve } = createAppServer((_req, res) => void res.writeHead(503).end());
+    const { server, serve } = createAppServer();
     // The harness's own kept-alive connection must not race the server's idle time-out (5 s by default),
     // whose timer can fire late, just as a request is sent, while PGlite holds the event loop.
     server.keepAliveTimeout = 120_000;

@@ -95,7 +95,7 @@ async function startInstance(
   handle: DatabaseHandle,
   env: (url: string) => Record<string, string>,
 ): Promise<Running & { config: Config; app: App }> {
-  const { server, serve } = createAppServer((_req, res) => void res.writeHead(503).end());
+  const { server, serve } = createAppServer();
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig(env(url));

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -60,11 +59,6 @@ export async function openTestDatabase(
   };
 }
 
-/** Before the app is built, as the service before its database: not ready. */
-function notServing(_req: IncomingMessage, res: ServerResponse): void {
-  res.writeHead(503).end();
-}
-
 /**
  * Starts the real HTTP app on an ephemeral loopback port over a fresh database. The port is bound
  * before the app is built so PUBLIC_URL (the token issuer) is the address clients really use.
@@ -74,7 +68,7 @@ export async function startApp(
   env: Record<string, string> = {},
   opts: { plugins?: KyselyPlugin[]; logStream?: DestinationStream } = {},
 ): Promise<TestApp> {
-  const { server, serve } = createAppServer(notServing);
+  const { server, serve } = createAppServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
@@ -103,7 +97,7 @@ export async function startApp(
  * listener connection, on PGlite (one process only) sharing the embedded database.
  */
 export async function startPeer(first: TestApp, env: Record<string, string> = {}): Promise<TestApp> {
-  const { server, serve } = createAppServer(notServing);
+  const { server, serve } = createAppServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Instances behind one public URL: tokens of one are valid on the other.

@@ -8,15 +8,20 @@ export interface AppServer {
   serve(app: Express, handle?: (req: IncomingMessage, res: ServerResponse) => void): void;
 }
 
+/** Before `serve`, by default: not ready, 503 without a body. */
+function notReady(_req: IncomingMessage, res: ServerResponse): void {
+  res.writeHead(503).end();
+}
+
 /**
  * A Node HTTP server whose requests and responses are constructed with the Express app's request and
  * response prototypes (P74). Express gives every request and response its app's prototypes with
  * `Object.setPrototypeOf`; measured on a bare Express route, that made what a request allocated survive
  * the next scavenge and be promoted (6.4 KB per request; 1.1 KB once they are born with them). When
- * they are, Express's switch changes nothing. Until `serve`, requests go to `starting` with Node's own
- * prototypes.
+ * they are, Express's switch changes nothing. Until `serve`, requests go to `starting` (by default a bare
+ * 503) with Node's own prototypes.
  */
-export function createAppServer(starting: (req: IncomingMessage, res: ServerResponse) => void): AppServer {
+export function createAppServer(starting: (req: IncomingMessage, res: ServerResponse) => void = notReady): AppServer {
   // Functions, not classes: `new` on them makes a Node IncomingMessage or ServerResponse whose prototype
   // is their `prototype` property, which `serve` points at the app's (a class's cannot be reassigned).
   function AppRequest(...args: ConstructorParameters<typeof IncomingMessage>): IncomingMessage {
