@@ -7,6 +7,26 @@ export function validDate(y: number, m: number, d: number): boolean {
 }
 
 const DAY_MS = 86_400_000;
+
+// ISO 8601 round-trip ("o") form, with or without an offset: .NET writes up to 7 fraction digits.
+const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T([01]\d|2[0-3]):([0-5]\d):([0-5]\d)(?:\.(\d{1,7}))?(Z|[+-](?:0\d|1[0-4]):[0-5]\d)?$/;
+
+/**
+ * The instant (epoch ms) of an ISO 8601 date-time, or undefined when it is not one. One rule in JS and SQL
+ * (P17, P85): the fraction is truncated to milliseconds, never rounded (`23:59:59.9999999Z` stays in its
+ * day), and a text without an offset is UTC, whatever the process's time zone.
+ */
+export function isoInstant(text: string): number | undefined {
+  const m = ISO_INSTANT.exec(text);
+  if (!m || !validDate(+m[1]!, +m[2]!, +m[3]!)) return undefined;
+  const d = new Date(0);
+  d.setUTCFullYear(+m[1]!, +m[2]! - 1, +m[3]!);
+  d.setUTCHours(+m[4]!, +m[5]!, +m[6]!, Number((m[7] ?? '').padEnd(3, '0').slice(0, 3)));
+  const zone = m[8];
+  if (!zone || zone === 'Z') return d.getTime();
+  const sign = zone.startsWith('-') ? -1 : 1;
+  return d.getTime() - sign * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6))) * 60_000;
+}
 const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
 /** Days since 1970-01-01 of a `yyyy-MM-dd` calendar date (proleptic Gregorian), or undefined when it is not one. */

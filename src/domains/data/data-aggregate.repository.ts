@@ -2,7 +2,8 @@ import { type RawBuilder, sql } from 'kysely';
 import type { Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import { type SubjectFilters, subjectListQuery } from '../subject/subject.repository.js';
-import type { DataPoint } from './data-points.js';
+import { type DataPoint, holdsExact } from './data-points.js';
+import { stringifyExactJson } from './exact-json.js';
 
 /** A subject an aggregate reads: what its provider identifier is derived from (subject-identifier.ts). */
 export interface AggregateSubject {
@@ -102,7 +103,12 @@ const kindOf = (item: RawBuilder<unknown>) => sql<string>`CASE jsonb_typeof(${it
   WHEN 'object' THEN CASE WHEN ${item} ? 't' THEN 'DateTime' WHEN ${item} ? 'd' THEN 'Date' ELSE 'Time' END END`;
 
 const num = (n: unknown) => Number(n);
-const numOrNull = (n: unknown) => (n === null || n === undefined ? null : Number(n));
+// A Float measure beyond the double range (percentile_cont between -1e308 and 1e308) is no Float: null (P83).
+const numOrNull = (n: unknown) => (n === null || n === undefined || !Number.isFinite(Number(n)) ? null : Number(n));
+/** A numeric as float8, null beyond the double range (the cast would fail). */
+const toFloat = (n: RawBuilder<unknown>) => sql`CASE WHEN abs(${n}) <= 1.7976931348623157e308 THEN (${n})::float8 END`;
+/** SQLSTATE numeric_value_out_of_range: float8 arithmetic overflowed. */
+const OUT_OF_RANGE = '22003';
 
 /**
  * The aggregates of one numeric item over the points of some subjects, per bucket of a time item and
@@ -112,16 +118,31 @@ const numOrNull = (n: unknown) => (n === null || n === undefined ? null : Number
  * found by `width_bucket` among the boundaries, so no time zone is converted per point.
  */
 export async function aggregatePoints(db: Db, q: AggregateQuery): Promise<{ rows: AggregateRow[]; problems: TypeProblems }> {
+  try {
+    return await aggregateOnce(db, q, false);
+  } catch (e) {
+    // A float8 standard deviation squares its values: beyond about 1e154 it overflows. Rare enough to
+    // compute it in numeric only then (P83): numeric costs about twice float8's time.
+    if ((e as { code?: unknown }).code !== OUT_OF_RANGE) throw e;
+    return aggregateOnce(db, q, true);
+  }
+}
+
+async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean): Promise<{ rows: AggregateRow[]; problems: TypeProblems }> {
   const n = q.instantBounds.length - 1;
-  const memory = JSON.stringify(q.memorySets.map((m) => ({ s: m.subjectId, p: m.points })));
+  const memory = stringifyExactJson(
+    q.memorySets.map((m) => ({ s: m.subjectId, p: m.points })),
+    q.memorySets.some((m) => holdsExact(m.points)),
+  );
   const groupKey = q.grouping.by === 'item' ? q.grouping.key : null;
   const grouped = groupKey !== null;
   const percentiles =
     q.percentiles.length > 0
       ? sql`percentile_cont(cast(${q.percentiles} as float8[])) WITHIN GROUP (ORDER BY f) FILTER (WHERE inr)`
       : sql`NULL::float8[]`;
+  const stddev = numericStddev ? toFloat(sql`stddev_samp(v)`) : sql`stddev_samp(f)`;
   const measures = sql`count(v) AS n, count(DISTINCT pts.sid) FILTER (WHERE inr) AS subjects, trim_scale(sum(v))::text AS sum,
-    avg(v)::float8 AS average, min(f) AS min, max(f) AS max, stddev_samp(f) AS stddev, ${percentiles} AS percentiles,
+    ${toFloat(sql`avg(v)`)} AS average, min(f) AS min, max(f) AS max, ${stddev} AS stddev, ${percentiles} AS percentiles,
     min(vbad) AS vbad, min(tbad) AS tbad, min(gbad) AS gbad`;
   // Grouping sets by `inr` (in range) first: one sort gives the buckets and, rolled up, the whole range;
   // points out of range, or without a usable value or time, land in groups the caller ignores.

@@ -87,8 +87,11 @@ const DataPointAggregatesRef = builder.objectRef<Aggregates>('DataPointAggregate
     subjectCount: t.exposeInt('subjectCount', { description: 'Subjects with at least one point counted.' }),
     sum: t.float({
       nullable: true,
-      description: 'The sum as the nearest Float (null without points); sumText is exact.',
-      resolve: (a) => (a.sumText === null ? null : Number(a.sumText)),
+      description: 'The sum as the nearest Float (null without points, or beyond the Float range); sumText is exact.',
+      resolve: (a) => {
+        const sum = a.sumText === null ? null : Number(a.sumText);
+        return sum !== null && Number.isFinite(sum) ? sum : null;
+      },
     }),
     sumText: t.string({
       nullable: true,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { validDate } from '../../core/dates.js';
+import { isoInstant, validDate } from '../../core/dates.js';
 import { type Scalar, sortKeyOf } from '../custom-field/custom-field.js';
+import { ExactDecimal } from './exact-json.js';
 
 /** The data types of a data point item (the contract's table; UserIdentifier is not among them). */
 export const POINT_TYPES = ['String', 'Decimal', 'Integer', 'DateTime', 'Date', 'Time', 'Boolean'] as const;
@@ -8,7 +9,8 @@ export type PointType = (typeof POINT_TYPES)[number];
 
 export interface DataPointItem {
   Key: string;
-  Value: { DataType: PointType; Value: string | number | boolean | null };
+  /** An ExactDecimal: a Decimal whose text a double does not hold (P86). */
+  Value: { DataType: PointType; Value: string | number | boolean | null | ExactDecimal };
 }
 
 /** A data point as the provider sends it (and as it is cached): one row for one subject. */
@@ -20,8 +22,6 @@ export interface DataPoint {
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
 const TIME = /^(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,7})?$/;
-// ISO 8601 round-trip ("o") form, with or without an offset (.NET writes up to 7 fraction digits).
-const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,7})?(?:Z|[+-](?:0\d|1[0-4]):[0-5]\d)?$/;
 
 const validDateText = (m: RegExpExecArray | null) => m !== null && validDate(+m[1]!, +m[2]!, +m[3]!);
 
@@ -34,7 +34,9 @@ export function pointValueProblem(type: PointType, value: unknown): string | und
     case 'Boolean':
       return typeof value === 'boolean' ? undefined : 'A Boolean value must be a JSON boolean or null.';
     case 'Decimal':
-      return typeof value === 'number' && Number.isFinite(value) ? undefined : 'A Decimal value must be a JSON number or null.';
+      return (typeof value === 'number' && Number.isFinite(value)) || (value instanceof ExactDecimal && Number.isFinite(value.value))
+        ? undefined
+        : 'A Decimal value must be a JSON number or null.';
     case 'Integer':
       return Number.isInteger(value) && (value as number) >= -2147483648 && (value as number) <= 2147483647
         ? undefined
@@ -44,14 +46,18 @@ export function pointValueProblem(type: PointType, value: unknown): string | und
     case 'Time':
       return typeof value === 'string' && TIME.test(value) ? undefined : 'A Time value must be an HH:mm:ss string or null.';
     case 'DateTime':
-      return typeof value === 'string' && validDateText(DATE_TIME.exec(value)) && !Number.isNaN(Date.parse(value))
+      return typeof value === 'string' && isoInstant(value) !== undefined
         ? undefined
         : 'A DateTime value must be an ISO 8601 date-time string or null.';
   }
 }
 
 // PostgreSQL cannot store U+0000 in text or jsonb: an answer holding it fails (P34), never half-stored.
-const text = z.string().refine((v) => !v.includes('\u0000'), 'Must not contain U+0000.');
+// Nor a lone UTF-16 surrogate (JSON's `\ud800` escape): it is repaired to U+FFFD (P84).
+const text = (empty?: string) =>
+  (empty === undefined ? z.string() : z.string().min(1, empty))
+    .refine((v) => !v.includes('\u0000'), 'Must not contain U+0000.')
+    .transform((v) => (v as string & { toWellFormed(): string }).toWellFormed());
 
 const pointType = z.string().transform((name, ctx) => {
   // Matched case-insensitively, like data type names in sent custom field values (D5).
@@ -65,8 +71,11 @@ const pointType = z.string().transform((name, ctx) => {
 
 const itemSchema = z
   .object({
-    Key: text.min(1, 'Key must not be empty.'),
-    Value: z.object({ DataType: pointType, Value: z.union([text, z.number(), z.boolean(), z.null()]).optional() }),
+    Key: text('Key must not be empty.'),
+    Value: z.object({
+      DataType: pointType,
+      Value: z.union([text(), z.number(), z.instanceof(ExactDecimal), z.boolean(), z.null()]).optional(),
+    }),
   })
   .transform((item, ctx): DataPointItem => {
     const value = item.Value.Value ?? null;
@@ -77,8 +86,8 @@ const itemSchema = z
 
 /** A data point as the contract shapes it, validated item by item (provider answers, change notifications). */
 export const DataPointSchema = z.object({
-  Id: text.min(1, 'Id must not be empty.'),
-  SubjectIdentifier: text.min(1, 'SubjectIdentifier must not be empty.'),
+  Id: text('Id must not be empty.'),
+  SubjectIdentifier: text('SubjectIdentifier must not be empty.'),
   DataPointItems: z.array(itemSchema),
 });
 
@@ -94,12 +103,22 @@ export const ProviderPageSchema = z.object({
   Edges: z.array(z.object({ Node: DataPointSchema, Cursor: z.string() })),
 });
 
-/** Canonical text of an item value (D7's forms): DateTime in UTC with milliseconds; null stays null. */
+/** Canonical text of an item value (D7's forms): DateTime in UTC with milliseconds (truncated, P85); null stays null. */
 export function pointValueText(item: DataPointItem): string | null {
   const { DataType: type, Value: v } = item.Value;
   if (v === null) return null;
-  if (type === 'DateTime') return new Date(v as string).toISOString();
-  return String(v);
+  if (type === 'DateTime') return new Date(isoInstant(v as string)!).toISOString();
+  return String(plainValue(v));
+}
+
+/** A value as JSON.parse would read it: an ExactDecimal is its nearest double. */
+export function plainValue(v: DataPointItem['Value']['Value']): string | number | boolean | null {
+  return v instanceof ExactDecimal ? v.value : v;
+}
+
+/** Whether some points hold an ExactDecimal (their JSON text must then be written by stringifyExactJson). */
+export function holdsExact(points: readonly DataPoint[]): boolean {
+  return points.some((p) => p.DataPointItems.some((i) => i.Value.Value instanceof ExactDecimal));
 }
 
 /** Order-preserving text of an item's value (missing or null sorts last ascending, D6). */
@@ -108,6 +127,6 @@ export function pointSortKey(point: DataPoint, key: string): string {
   if (!item || item.Value.Value === null) return sortKeyOf('String', undefined);
   const type = item.Value.DataType;
   // DateTimes compare in time: their UTC text is fixed-width.
-  const v: Scalar = type === 'DateTime' ? pointValueText(item)! : (item.Value.Value as Scalar);
+  const v: Scalar = type === 'DateTime' ? pointValueText(item)! : (plainValue(item.Value.Value) as Scalar);
   return sortKeyOf(type, v);
 }

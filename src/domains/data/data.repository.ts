@@ -2,7 +2,8 @@ import { sql } from 'kysely';
 import type { DataCacheRow, DataExtractRow, DataSourceRow, Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../db/paging.js';
-import type { DataPoint } from './data-points.js';
+import { type DataPoint, holdsExact } from './data-points.js';
+import { parseExactJson, stringifyExactJson } from './exact-json.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
 
@@ -51,16 +52,28 @@ export async function findDataSource(db: Db, tenantId: string, key: string): Pro
   return db.selectFrom('data_source').selectAll().where('tenant_id', '=', tenantId).where('key', '=', key).executeTakeFirst();
 }
 
-/** The cache rows of some subjects of one extract. */
+/** The cache rows of some subjects of one extract; their points parsed as stored (Decimals beyond a double exact, P86). */
 export async function readCache(db: Db, tenantId: string, extractKey: string, subjectIds: readonly string[]): Promise<DataCacheRow[]> {
   if (subjectIds.length === 0) return [];
-  return db
+  const rows = await db
     .selectFrom('data_cache')
-    .selectAll()
+    .select([
+      'tenant_id',
+      'extract_key',
+      'subject_id',
+      'subject_identifier',
+      'fetched_at',
+      'stale',
+      'version',
+      'removed_ids',
+      'refetch_claimed_until',
+      sql<string | null>`points::text`.as('points_text'),
+    ])
     .where('tenant_id', '=', tenantId)
     .where('extract_key', '=', extractKey)
     .where(sql<boolean>`subject_id = ANY(cast(${subjectIds} as uuid[]))`)
     .execute();
+  return rows.map(({ points_text, ...r }) => ({ ...r, points: points_text === null ? null : (parseExactJson(points_text) as unknown[]) }));
 }
 
 /** What a freshness check needs of some subjects' cache rows of one extract (no points: DataCache.locate). */
@@ -135,7 +148,8 @@ export async function writeCache(
             extract_key: extractKey,
             subject_id: w.subjectId,
             subject_identifier: w.identifier,
-            points: sql<unknown[]>`cast(${JSON.stringify(w.points)} as jsonb)`,
+            // Decimals as the provider wrote them (P86).
+            points: sql<unknown[]>`cast(${stringifyExactJson(w.points, holdsExact(w.points))} as jsonb)`,
             fetched_at: sql<Date>`now()`,
             stale: false,
             version: String(w.expectedVersion === null ? 1 : BigInt(w.expectedVersion) + 1n),

@@ -9,7 +9,7 @@ import { NotFoundError, ValidationError } from '../../core/errors.js';
 import { MAX_PAGE_SIZE, type PageArgs, paginateLoaded } from '../../db/paging.js';
 import { SubjectRef, subjectConfig, subjectUuid } from '../subject/subject.schema.js';
 import type { CachedPoints, SubjectKey } from './data-cache.js';
-import { type DataPoint, type DataPointItem, pointSortKey, pointValueText } from './data-points.js';
+import { type DataPoint, type DataPointItem, plainValue, pointSortKey, pointValueText } from './data-points.js';
 import { type ExtractOrder, type ExtractWithSource, findExtracts, pageExtracts } from './data.repository.js';
 import { refreshDataSet, reportDataChange, saveDataExtract } from './data.service.js';
 import { identifierOf } from './subject-identifier.js';
@@ -45,7 +45,7 @@ const DataPointItemRef = builder.objectRef<DataPointItem>('DataPointItem').imple
       type: 'JSON',
       nullable: true,
       description: 'The typed value as the provider sent it.',
-      resolve: (i) => i.Value.Value,
+      resolve: (i) => plainValue(i.Value.Value),
     }),
     valueText: t.string({
       nullable: true,

@@ -19,6 +19,7 @@ import * as oauth from 'oauth4webapi';
 import type { Logger } from 'pino';
 import { canonicalKeys } from '../../core/input.js';
 import { type DataPoint, ProviderPageSchema } from './data-points.js';
+import { parseExactJson } from './exact-json.js';
 
 /** A data source as the client calls it (the secret already opened). */
 export interface ProviderSource {
@@ -281,7 +282,8 @@ export class ProviderClient {
       }
       let json: unknown;
       try {
-        json = await res.json();
+        // Decimals a double does not hold are kept as written (P86).
+        json = parseExactJson(await res.text());
       } catch {
         throw new ProviderError('The provider answered malformed JSON.', false);
       }
