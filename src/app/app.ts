@@ -5,12 +5,14 @@ import { createYoga, maskError } from 'graphql-yoga';
 import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
 import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
+import { acceptForYoga, acceptedGraphqlTypes } from '../http/accept.js';
 import { Admission } from '../http/admission.js';
 import type { Config } from '../core/config.js';
 import { type ContextInit, createContext } from '../graphql/context.js';
 import type { Scope } from '../core/permissions.js';
 import type { Db } from '../db/tables.js';
 import type { Listen } from '../db/notifications.js';
+import { TableAnalyzer } from '../db/analyze.js';
 import { EventBus } from '../db/event-bus.js';
 import { authRoutes } from '../domains/auth/auth.routes.js';
 import { requireToken } from '../domains/auth/authenticate.js';
@@ -23,16 +25,17 @@ import {
   AppError,
   NotFoundError,
   ServiceUnavailableError,
+  errorLogLevel,
   expectedErrorOf,
   graphqlErrorBody,
   isRefusal,
   locatedAs,
   problemAnswer,
+  statusLogLevel,
 } from '../core/errors.js';
 import { ping } from '../db/database.js';
 import { sendProblem, writeProblem } from '../http/problem.js';
 import {
-  ACCEPTABLE,
   admissionControl,
   compiledRepeatedDocuments,
   everyErrorCoded,
@@ -49,6 +52,7 @@ import { boundedParser, graphqlRequestLimits, queryLimits } from '../http/graphq
 import { Metrics, type PoolStats } from '../http/metrics.js';
 import { openApiDocument } from '../http/openapi/openapi.js';
 import { methodNotAllowed, restRouter } from '../http/rest/router.js';
+import { writeDeadline } from '../http/write-deadline.js';
 import { routes } from './routes.js';
 import { schema } from './schema.js';
 
@@ -100,6 +104,9 @@ export async function buildApp({
   dataChanges.start(bus);
   const outbox = new OutboxSender(db, config, logger);
   outbox.start(bus);
+  // Fresh planner statistics after bulk writes (P89), not only when autovacuum comes by.
+  const analyzer = new TableAnalyzer(db, { rows: config.ANALYZE_AFTER_ROWS, intervalMs: 1000 }, logger);
+  await analyzer.start();
 
   const metrics = config.METRICS ? new Metrics(poolStats, data) : undefined;
   const admission = new Admission(
@@ -120,6 +127,14 @@ export async function buildApp({
   app.use((_req, res, next) => {
     if (draining) res.setHeader('Connection', 'close');
     next();
+  });
+  writeDeadline(app.response, config.RESPONSE_WRITE_TIMEOUT_MS, (res, kind) => {
+    metrics?.responseCut(kind);
+    // The client's doing, not the service's: info.
+    logger.info(
+      { reqId: (res.req as Request).id, kind, deadlineMs: config.RESPONSE_WRITE_TIMEOUT_MS },
+      'response not taken by the client in time: connection cut',
+    );
   });
   app.disable('x-powered-by');
   app.set('trust proxy', false);
@@ -148,7 +163,13 @@ export async function buildApp({
           req: reqFields,
           res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
         },
-        customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+        // `error` means the service is wrong (issue 30): a client's mistake is info, an unavailable database
+        // or provider warn, and the drain's 503s (/readyz, refused subscriptions) are the drain working.
+        customLogLevel: (_req, res, err) => {
+          if (draining && res.statusCode === 503) return 'info';
+          const level = statusLogLevel(res.statusCode);
+          return err && level === 'info' ? 'warn' : level;
+        },
         // Who called (known once the token is verified): the tenant and client keys, never the token.
         customProps: (req) => {
           const p = (req as Request).principal;
@@ -196,7 +217,14 @@ export async function buildApp({
     );
   });
 
-  app.use(authRoutes(db, tokens, config.MAX_BODY_BYTES));
+  app.use(
+    authRoutes(db, tokens, config.MAX_BODY_BYTES, {
+      concurrency: config.TOKEN_VERIFY_CONCURRENCY,
+      queueLimit: config.TOKEN_VERIFY_QUEUE_LIMIT,
+      failureLimit: config.TOKEN_FAILURE_LIMIT,
+      addressFailureLimit: config.TOKEN_ADDRESS_FAILURE_LIMIT,
+    }),
+  );
 
   const openapi = openApiDocument(routes, config.publicUrl);
   app.get('/openapi.json', (_req, res) => {
@@ -235,7 +263,12 @@ export async function buildApp({
       debug: (...a) => logger.debug(logArgs(a)),
       info: (...a) => logger.info(logArgs(a)),
       warn: (...a) => logger.warn(logArgs(a)),
-      error: (...a) => logger.error(logArgs(a), 'graphql error'),
+      // Yoga logs every error it masks or replaces: one standing for a client's mistake (U+0000 in an
+      // argument) or an unavailable database is logged at its own level.
+      error: (...a) => {
+        const args = logArgs(a);
+        logger[errorLogLevel(args['err'])](args, 'graphql error');
+      },
     },
     context: ({ req }) => createContext(contextOf(req)),
     plugins: [
@@ -287,7 +320,8 @@ export async function buildApp({
       // (the GraphiQL page aside), a POST body that is not JSON.
       const accept = req.headers.accept;
       const page = graphiql && req.method === 'GET' && (accept ?? '').includes('text/html');
-      if (accept && !page && !ACCEPTABLE.test(accept)) {
+      const accepted = accept && !page ? acceptedGraphqlTypes(accept) : undefined;
+      if (accepted?.length === 0) {
         return next(
           new AppError(
             406,
@@ -302,6 +336,7 @@ export async function buildApp({
       // GraphQL over HTTP (P62): a request without an Accept header is treated as accepting
       // application/graphql-response+json (the spec's default since 2025-01-01), so a request error answers 4xx.
       if (!accept) req.headers.accept = 'application/graphql-response+json';
+      else if (accepted) req.headers.accept = acceptForYoga(accept, accepted);
       // Media types are case-insensitive (RFC 9110 §8.3.1) but Yoga compares them as written, and would
       // refuse `APPLICATION/JSON` with an empty 415.
       const type = req.headers['content-type'];
@@ -354,6 +389,7 @@ export async function buildApp({
     },
     close: async () => {
       dataChanges.close();
+      await analyzer.close();
       await outbox.close();
       await data.close();
       await bus?.close();

@@ -16,6 +16,11 @@ const envSchema = z
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
     /** PostgreSQL only: a statement running longer is cancelled (503); 0 = no limit. */
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(30_000),
+    /**
+     * PostgreSQL only: a table is analyzed (fresh planner statistics) once this many of its rows plus 10%
+     * of its live rows were written since its last ANALYZE, checked every second (P89); 0: left to autovacuum.
+     */
+    ANALYZE_AFTER_ROWS: z.coerce.number().int().min(0).default(1000),
     /** PostgreSQL only: how long a request waits for a pool connection (or a new one to open) before it answers 503. */
     DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(5_000),
     /**
@@ -42,6 +47,18 @@ const envSchema = z
     /** Optional request-rate limit per client: at most RATE_LIMIT_REQUESTS per RATE_LIMIT_WINDOW_SECONDS (0: off). */
     RATE_LIMIT_REQUESTS: z.coerce.number().int().min(0).default(0),
     RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
+    /**
+     * The token endpoint's client-secret verifications (scrypt) run at once per instance (issue 30, F11;
+     * default: half the cores, at most 2); TOKEN_VERIFY_QUEUE_LIMIT more may wait, past that 503.
+     */
+    TOKEN_VERIFY_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
+    TOKEN_VERIFY_QUEUE_LIMIT: z.coerce.number().int().min(0).max(10_000).default(16),
+    /**
+     * Failed client authentications of one client from one address, and from one address in all (0: off,
+     * e.g. behind a proxy), in 15 min before further attempts get 429 with a doubling Retry-After (P81).
+     */
+    TOKEN_FAILURE_LIMIT: z.coerce.number().int().min(1).max(10_000).default(10),
+    TOKEN_ADDRESS_FAILURE_LIMIT: z.coerce.number().int().min(0).max(1_000_000).default(100),
     /**
      * When set, V8 collects the old generation again once it has grown this many percent past what the
      * last full collection kept (P66): bounds memory by the live heap, at the cost of more full
@@ -75,6 +92,11 @@ const envSchema = z
      * front (60 s is common), so a proxy never reuses a connection the service is closing that moment.
      */
     HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(65_000),
+    /**
+     * How long output written to a client may wait to be taken (issue 30, F1): a response or stream part
+     * not drained within it ends the connection; 0: no deadline.
+     */
+    RESPONSE_WRITE_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
     /** On SIGTERM: /readyz answers 503 and responses carry `Connection: close` for this long before the listener closes. */
     SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
     /** After the drain: in-flight requests get this long to finish before connections are cut. */
