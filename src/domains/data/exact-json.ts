@@ -39,17 +39,26 @@ function exactNumber(text: string): number | ExactDecimal {
   return a[0] === b[0] && a[1] === b[1] && a[2] === b[2] ? n : new ExactDecimal(text, n);
 }
 
-// A number a double may not hold: 16 or more significant digits (a run of digits and a point that long), or
-// a three-digit exponent. Texts without one are parsed by JSON.parse, which is exact for them and far faster.
-const MAYBE_INEXACT = /[\d.]{16}|[eE][+-]?\d{3}/;
+// What may be a number a double does not hold: 16 or more significant digits (a run of digits and a point
+// that long), or a three-digit exponent; maybe inside a string, which only costs the slower parse.
+const CANDIDATE = /[\d.]{16,}(?:[eE][+-]?\d+)?|[\d.]*\d[eE][+-]?\d{3,}/g;
+const ANY_CANDIDATE = /[\d.]{16}|\d[eE][+-]?\d{3}/;
+
+/** Whether `text` may hold a number a double does not hold exactly. */
+function mayBeInexact(text: string): boolean {
+  if (!ANY_CANDIDATE.test(text)) return false;
+  for (const m of text.matchAll(CANDIDATE)) if (typeof exactNumber(m[0]) !== 'number') return true;
+  return false;
+}
 
 /**
  * JSON.parse for provider answers, except that a number whose text a double does not hold exactly is an
  * ExactDecimal where it is the value of a `Value` property (a data point item's, any letter case); any
  * other such number is its double, as JSON.parse reads it. A repeated property name: the last wins.
+ * Answers without such a number (doubles written as their shortest text included) are read by JSON.parse.
  */
 export function parseExactJson(text: string): unknown {
-  if (!MAYBE_INEXACT.test(text)) return JSON.parse(text);
+  if (!mayBeInexact(text)) return JSON.parse(text);
   return parse(text, (key, value) => (value instanceof ExactDecimal && key.toLowerCase() !== 'value' ? value.value : value), {
     parseNumber: exactNumber,
     onDuplicateKey: ({ newValue }) => newValue,
