@@ -110,10 +110,12 @@ export class Admission {
 
   /**
    * Admits one request of `cost` (the D11 cost rule's measure of the operation) once its input is
-   * validated: units of work held until the response closes. A client that goes away while waiting
-   * leaves the queue. Rejects with a 429 or 503 AppError. The one entry for REST and GraphQL alike.
+   * validated. Resolves with the function that gives the units back: the caller calls it once the answer
+   * is produced (its execution done), so a client reading slowly holds none of them (issue 30, F1); the
+   * response's close gives them back too, if it comes first. A client that goes away while waiting leaves
+   * the queue. Rejects with a 429 or 503 AppError. The one entry for REST and GraphQL alike.
    */
-  async admit(who: Requester, cost: number, res: ResponseLike): Promise<void> {
+  async admit(who: Requester, cost: number, res: ResponseLike): Promise<() => void> {
     // A client that left while the request was read and authenticated fired 'close' already: units
     // taken for it would never be given back.
     if (res.closed) throw new ClientClosedError();
@@ -129,6 +131,7 @@ export class Admission {
     });
     release = await this.acquire(who, cost / this.opts.costPerUnit, (l) => (leave = l));
     if (gone) release();
+    return release;
   }
 
   /**

@@ -153,9 +153,6 @@ export const slicedResults: Plugin = {
   },
 };
 
-/** What /graphql answers: JSON, and for subscriptions and @defer/@stream parts, SSE or multipart/mixed. */
-export const ACCEPTABLE = /application\/(?:graphql-response\+)?json|application\/\*|\*\/\*|text\/event-stream|multipart\/mixed/i;
-
 /** Yoga's log arguments for pino: an Error (its original cause if wrapped) as `err`, the rest as `details`. */
 export function logArgs(args: unknown[]): Record<string, unknown> {
   const error = args.find((a): a is Error => a instanceof Error);
@@ -202,18 +199,27 @@ export const queryDataVersion: Plugin = {
 /**
  * An operation runs once admitted (issue 15): weighed by its cost from the D11 rule (queryLimits), in
  * the tenant's and client's share of the instance. Refused, the whole operation answers 429 or 503 with
- * Retry-After (graphqlErrorsAnswer200). Subscriptions do not pass here: they hold no database work.
+ * Retry-After (graphqlErrorsAnswer200). Subscriptions do not pass here: they hold no database work. The
+ * units go back when execution is done, before the result is serialised and written (issue 30, F1); a
+ * @defer/@stream query's when its last part has been produced (a reader that does not drain the parts
+ * stalls them, and the write deadline cuts it).
  */
 export function admissionControl(admission: Admission): Plugin {
   return {
     onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue as unknown as Context & { cost?: number; res?: Response };
       if (!ctx.res || !ctx.principal) return;
-      return admission
-        .admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, ctx.cost ?? 1, ctx.res)
-        .catch((e: AppError) => {
+      return admission.admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, ctx.cost ?? 1, ctx.res).then(
+        (release) => ({
+          onExecuteDone: ({ result }) => {
+            if (!isAsyncIterable(result)) return void release();
+            return { onEnd: release };
+          },
+        }),
+        (e: AppError) => {
           setResultAndStopExecution({ errors: [e] });
-        });
+        },
+      );
     },
   };
 }

@@ -61,6 +61,7 @@ export class Metrics {
   private readonly names = new Set<string>();
 
   private readonly admissions: Counter<'tenant' | 'outcome'>;
+  private readonly cuts: Counter<'kind'>;
 
   constructor(poolStats?: PoolStats, breakers?: BreakerStates) {
     collectDefaultMetrics({ register: this.registry });
@@ -106,6 +107,12 @@ export class Metrics {
       labelNames: ['tenant', 'outcome'],
       registers,
     });
+    this.cuts = new Counter({
+      name: 'http_responses_cut_total',
+      help: 'Connections ended because the client did not take a response (answer) or a stream part (stream) within RESPONSE_WRITE_TIMEOUT_MS.',
+      labelNames: ['kind'],
+      registers,
+    });
     if (breakers) {
       new Gauge({
         name: 'provider_circuit_state',
@@ -140,6 +147,11 @@ export class Metrics {
   /** Admission's outcome callback, counting per tenant. */
   admission() {
     return (tenant: string, outcome: 'admitted' | 'queued' | 'refused') => this.admissions.inc({ tenant, outcome });
+  }
+
+  /** Counts a connection cut at its write deadline. */
+  responseCut(kind: 'answer' | 'stream'): void {
+    this.cuts.inc({ kind });
   }
 
   /** Gauges of admission's units in use and waiting requests per tenant, read when scraped. */

@@ -62,9 +62,15 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     const principal = req.principal!;
     const variables = route.variables({ params, query, body }) as Record<string, unknown>;
     // Weighed as the same operation sent to /graphql would be (issue 15): one cost model, one admission.
-    await deps.admission.admit({ tenant: principal.tenantKey, client: principal.clientId }, costOf(route, variables), res);
+    const release = await deps.admission.admit({ tenant: principal.tenantKey, client: principal.clientId }, costOf(route, variables), res);
     const ctx = createContext(deps.context(req), route.operation);
-    const result: ExecutionResult = await executors.get(route)!.query(undefined, ctx, variables);
+    let result: ExecutionResult;
+    try {
+      result = await executors.get(route)!.query(undefined, ctx, variables);
+    } finally {
+      // The database work is done: the units go back whatever the client's reading speed (issue 30, F1).
+      release();
+    }
     if (result.errors?.length) {
       // Variables the operation could not coerce (no execution happened): bad input, 400 (D5).
       if (!('data' in result)) throw variableCoercionError(result.errors, location);
