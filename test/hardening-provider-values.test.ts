@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrations } from '../db/migrations.js';
 import { type ApiClient, type TestApp, createTenant, startApp } from './helpers.js';
 import { FakeProvider, PROVIDER_CLIENT, providerDataSource } from './fake-provider.js';
 
@@ -7,7 +8,8 @@ import { FakeProvider, PROVIDER_CLIENT, providerDataSource } from './fake-provid
 // - F4: a Decimal of 1e200 aggregates (P83); a lone UTF-16 surrogate in a provider's text is repaired to U+FFFD,
 //   so the answer is stored once and aggregates over it work (P84).
 // - F9: a DateTime with 7 fraction digits (.NET's round-trip form) keeps its instant truncated to milliseconds
-//   in SQL and JS alike (P17, P85): `…23:59:59.9999999Z` is in its own day's bucket, text and order.
+//   in SQL and JS alike (P17, P85): `…23:59:59.9999999Z` is in its own day's bucket, text and order; migration
+//   0009 derives the rows stored before it again.
 // - F10: `sumText` is exact over the Decimal texts the provider sent, also with 18–29 significant digits (P86).
 
 interface LogLine {
@@ -254,6 +256,24 @@ describe('F9: a DateTime with 7 fraction digits keeps its instant, truncated to 
       ['e', '2026-03-30T23:59:59.999Z'],
       ['b', '2026-03-31T00:00:00.000Z'],
     ]);
+  });
+
+  it('migration 0009 derives the aggregate rows of points stored before it again (down, then up)', async () => {
+    // Each question new (another `from`): an answer asked before is served from memory (P63).
+    const day30 = async (from: string) => {
+      const r = await w.api.gql(AGGREGATE, { input: { ...dayInput, from } });
+      expect(r.body.errors).toBeUndefined();
+      return r.body.data.dataPointAggregates.buckets.find((b: any) => b.start === '2026-03-30').aggregates;
+    };
+    const m = migrations['0009_data_point_instants']!;
+    await m.down!(app.handle.db);
+    try {
+      // As before 0009: only `e` (…59.9995Z) stayed in its day.
+      expect(await day30('2026-03-29')).toEqual({ count: 1, sumText: '16' });
+    } finally {
+      await m.up(app.handle.db);
+    }
+    expect(await day30('2026-03-28')).toEqual({ count: 4, sumText: '29' });
   });
 });
 
