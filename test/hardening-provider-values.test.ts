@@ -293,7 +293,7 @@ describe('F10: sumText is exact over the Decimal texts the provider sent (P86)',
       )
       .join(',')}]}`;
 
-  it('18 to 29 significant digits are summed as sent: fetched, from the rows, and served stale from memory', async () => {
+  it('18 to 29 significant digits are summed as sent: stored and read from the rows, and served stale from memory', async () => {
     w.provider.always = {
       body: page(['1.000000000000000001', '2.000000000000000002', '1234567890123456789012345', '-0.1e-20', '12345678901234567.5']),
     };
