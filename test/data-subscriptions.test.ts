@@ -5,7 +5,7 @@ import { type JWK, SignJWT, importJWK } from 'jose';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { EventBus } from '../src/db/event-bus.js';
-import { DataChangeFeed, type Delivery, MAX_PENDING_EXTRACTS, MAX_PENDING_SUBJECTS } from '../src/domains/data/data-subscription.js';
+import { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from '../src/domains/data/data-subscription.js';
 import type { Principal } from '../src/core/permissions.js';
 import { ApiClient, FULL_CLIENT, type TestApp, createTenant, startApp, startPeer } from './helpers.js';
 import { type DataTenant, FakeProvider, createDataTenant, eventually } from './fake-provider.js';
@@ -390,10 +390,10 @@ describe('a slow subscriber (in process)', () => {
     feed.close();
   });
 
-  it('ends a subscriber that falls behind by more extracts than the bound with SLOW_CONSUMER', async () => {
+  it('ends a subscriber that falls behind by more bursts (events of distinct transactions) than the bound with SLOW_CONSUMER', async () => {
     const { feed, send } = await feedWithBus();
     const it = feed.open(principal, {});
-    for (let i = 0; i <= MAX_PENDING_EXTRACTS; i++) send(ev(`x${i}`, ['s']));
+    for (let i = 0; i <= MAX_PENDING_BURSTS; i++) send(ev(`x${i}`, ['s']));
     const [d] = await take(it, 1);
     expect(d && 'end' in d && d.end.extensions['code']).toBe('SLOW_CONSUMER');
     expect(await it.next()).toEqual({ value: undefined, done: true });

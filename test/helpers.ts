@@ -21,6 +21,8 @@ export interface TestApp {
   config: Config;
   handle: DatabaseHandle & { url?: string };
   tokens: TokenService;
+  /** Starts the shutdown drain (App.drain): /readyz 503, `Connection: close`, subscriptions ended. */
+  drain?(): void;
   close(): Promise<void>;
 }
 
@@ -83,6 +85,7 @@ export async function startApp(
     config,
     handle,
     tokens,
+    drain: built.drain,
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -130,6 +133,7 @@ export async function startPeer(first: TestApp, env: Record<string, string> = {}
     config,
     handle,
     tokens: built.tokens,
+    drain: built.drain,
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -353,3 +353,21 @@ export function locatedAs(expected: AppError, at: GraphQLError): GraphQLError {
 export function graphqlErrorBody(e: AppError): { errors: GraphQLError[] } {
   return { errors: [graphqlRendering(e)] };
 }
+
+/** A pino level: what a failure is logged at. */
+export type FailureLogLevel = 'info' | 'warn' | 'error';
+
+/**
+ * The level a response of this status is logged at (issue 30): `error` only when the service itself is
+ * wrong (500); an unavailable database or provider (502, 503, 504) `warn`; a client's mistake `info`.
+ */
+export function statusLogLevel(status: number): FailureLogLevel {
+  if (status < 500) return 'info';
+  return status === 502 || status === 503 || status === 504 ? 'warn' : 'error';
+}
+
+/** The level an error is logged at: an expected one's (or one standing for it) by its status, anything else `error`. */
+export function errorLogLevel(err: unknown): FailureLogLevel {
+  const expected = expectedErrorOf(err) ?? requestErrorOf(err);
+  return expected ? statusLogLevel(expected.status) : 'error';
+}

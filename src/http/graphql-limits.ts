@@ -16,6 +16,7 @@ import {
 import type { Plugin } from 'graphql-yoga';
 import { AppError, graphqlErrorBody } from '../core/errors.js';
 import { boundsProblem, textProblem } from '../core/input.js';
+import { incrementalDeliveryRule, incrementalDeliveryVariablesRule } from '../graphql/directives.js';
 
 /** Tokens a document may have, and how deeply its braces, parentheses and brackets may nest. */
 export const MAX_DOCUMENT_TOKENS = 20_000;
@@ -140,9 +141,10 @@ export function graphqlRequestLimits(maxBodyBytes: number) {
  * D11: depth, cost and breadth (total selections, e.g. aliased fan-out) limits, checked during validation (before execution) with the request's variables,
  * so `first: $n` costs what `first: 1000` does. The cost model is the builder's `fieldComplexity`.
  *
- * Validation is split (issue 8): the rules that read only the document (graphql-js's and the
- * introspection fan-out) run once per parsed document, remembered by the DocumentNode that Yoga's parse
- * cache hands out for the same text; only the cost rule, which reads the variables, runs per request.
+ * Validation is split (issue 8): the rules that read only the document (graphql-js's, the introspection
+ * fan-out, the literals of @defer/@stream) run once per parsed document, remembered by the DocumentNode
+ * that Yoga's parse cache hands out for the same text; only the rules that read the variables (the cost,
+ * @defer/@stream arguments given as variables) run per request.
  */
 export function queryLimits(maxDepth: number, maxCost: number, maxBreadth: number): Plugin {
   const byDocument = new WeakMap<DocumentNode, readonly GraphQLError[]>();
@@ -154,7 +156,13 @@ export function queryLimits(maxDepth: number, maxCost: number, maxBreadth: numbe
       setValidationFn((schema, document, rules, typeInfo, options) => {
         let fixed = byDocument.get(document);
         if (!fixed) {
-          fixed = validate(schema, document, [...(rules ?? specifiedRules), introspectionFanOut], options, typeInfo);
+          fixed = validate(
+            schema,
+            document,
+            [...(rules ?? specifiedRules), introspectionFanOut, incrementalDeliveryRule],
+            options,
+            typeInfo,
+          );
           byDocument.set(document, fixed);
         }
         if (fixed.length > 0) return fixed;
@@ -175,7 +183,7 @@ export function queryLimits(maxDepth: number, maxCost: number, maxBreadth: numbe
                 report(new GraphQLError(`The query selects ${result.breadth} fields, more than the limit of ${maxBreadth} (breadth).`));
             },
           });
-          const errors = validate(schema, document, [limits], options);
+          const errors = validate(schema, document, [limits, incrementalDeliveryVariablesRule(variableValues, operationName)], options);
           return { cost, errors };
         });
         // The operation's cost also weighs it at admission (issue 15).

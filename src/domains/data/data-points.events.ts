@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { defineTopic, publish } from '../../db/event-bus.js';
 import type { Db } from '../../db/tables.js';
 
@@ -10,6 +11,9 @@ export type ChangeKind = (typeof CHANGE_KINDS)[number];
  * one tenant (`t`, its id) changed (`k`) at `a` (ISO 8601). Short names: it travels in a NOTIFY payload.
  * Not an invalidation: the cache has its own event (data-cache.invalidation.ts); this one is what live
  * subscribers (`dataPointsChanged`, data-subscription.ts) hear, published in the same transaction.
+ * `b` names the transaction that published it: the changes of one report (one refresh, one re-fetch), one
+ * per extract, are one burst, which a subscriber's backlog counts once (P91). Absent (an instance before
+ * it): the event is a burst of its own.
  */
 export interface DataPointsChange {
   t: string;
@@ -17,6 +21,7 @@ export interface DataPointsChange {
   s: string[];
   k: ChangeKind;
   a: string;
+  b?: string;
 }
 
 export const DATA_POINTS_CHANGED = defineTopic<DataPointsChange>('data.points.changed', (d) => {
@@ -29,7 +34,8 @@ export const DATA_POINTS_CHANGED = defineTopic<DataPointsChange>('data.points.ch
     typeof e.a === 'string' &&
     CHANGE_KINDS.includes(e.k as ChangeKind) &&
     Array.isArray(e.s) &&
-    e.s.every((x) => typeof x === 'string');
+    e.s.every((x) => typeof x === 'string') &&
+    (e.b === undefined || typeof e.b === 'string');
   if (!ok) throw new Error('not a data points change');
   return e as DataPointsChange;
 });
@@ -47,5 +53,14 @@ export async function publishDataPointsChange(
 ): Promise<void> {
   const ids = change.subjectIds ?? [];
   const s = JSON.stringify(ids).length > MAX_SUBJECTS_PAYLOAD ? [] : [...ids];
-  await publish(trx, DATA_POINTS_CHANGED, { t: change.tenantId, x: change.extractKey, s, k: change.kind, a: new Date().toISOString() });
+  const event: DataPointsChange = { t: change.tenantId, x: change.extractKey, s, k: change.kind, a: new Date().toISOString() };
+  if (trx.isTransaction) {
+    let b = bursts.get(trx);
+    if (b === undefined) bursts.set(trx, (b = randomBytes(6).toString('base64url')));
+    event.b = b;
+  }
+  await publish(trx, DATA_POINTS_CHANGED, event);
 }
+
+/** The burst id of each open transaction that published a change (`b`). */
+const bursts = new WeakMap<Db, string>();

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { AppError, ServiceUnavailableError, UnauthenticatedError } from '../../core/errors.js';
+import { AppError, ServiceUnavailableError, TooManyRequestsError, UnauthenticatedError } from '../../core/errors.js';
 import type { Principal } from '../../core/permissions.js';
 import type { EventBus, Unsubscribe } from '../../db/event-bus.js';
 import type { Db } from '../../db/tables.js';
@@ -33,14 +33,22 @@ export interface ChangeFilter {
 }
 
 /**
- * A subscriber's unread events are coalesced per extract (kinds merged, subject ids united); past these
- * bounds ids widen to "the whole extract", and a subscriber with changes of more extracts waiting is ended
- * (SLOW_CONSUMER): what one waiting subscriber holds is bounded whatever the event rate.
+ * A subscriber's unread events are coalesced per extract (kinds merged, subject ids united), so what one
+ * waiting subscriber holds is bounded by the tenant's extracts whatever the event rate; past
+ * MAX_PENDING_SUBJECTS ids widen to "the whole extract". A subscriber is judged by what really waits
+ * (P91): the changes of one burst (one report, refresh or re-fetch: one transaction, one event per
+ * extract it touched) count once, since they arrive together however fast the reader; one with unread
+ * changes of more than MAX_PENDING_BURSTS bursts is not keeping up and is ended (SLOW_CONSUMER).
  */
-export const MAX_PENDING_EXTRACTS = 64;
+export const MAX_PENDING_BURSTS = 64;
 export const MAX_PENDING_SUBJECTS = 1_000;
 /** Events of one tenant waiting for the entity query (per event, shared by its subscribers); past it, ids widen. */
 const MAX_ENTITY_BACKLOG = 100;
+/**
+ * `Retry-After` of a subscription refused past SUBSCRIPTIONS_PER_CLIENT (P92), as admission's concurrency
+ * 429: a place frees as soon as the client ends one of its streams and the instance sees it close.
+ */
+export const SUBSCRIPTION_RETRY_AFTER_SECONDS = 1;
 /** setTimeout's limit: a later expiry is re-armed. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -53,8 +61,12 @@ interface Feed {
  * Ends (once) when the client goes, its token expires, it falls too far behind, or the feed stops.
  */
 class Subscription implements AsyncIterableIterator<Delivery> {
-  /** Unread changes by extract (made when the first one waits: most subscribers keep up). */
-  private pending: Map<string, DataPointsChangeOut> | undefined;
+  /** Unread changes by extract (made when the first one waits: most subscribers keep up), each with the burst that queued it. */
+  private pending: Map<string, { change: DataPointsChangeOut; burst: string }> | undefined;
+  /** The bursts that queued the unread changes, with how many of those each queued. */
+  private readonly bursts = new Map<string, number>();
+  /** Names the bursts of events that carry none (each its own). */
+  private unnamed = 0;
   private pendingSubjects = 0;
   private waiter: ((r: IteratorResult<Delivery>) => void) | undefined;
   /** undefined: open; null: ended quietly; an error: ended with it (delivered once, then done). */
@@ -82,7 +94,8 @@ class Subscription implements AsyncIterableIterator<Delivery> {
     return ids.length > 0 ? ids : undefined;
   }
 
-  push(change: DataPointsChangeOut): void {
+  /** `burst`: the event's `b` (absent: a burst of its own). */
+  push(change: DataPointsChangeOut, burst: string = `#${++this.unnamed}`): void {
     if (this.ending !== undefined) return;
     if (this.waiter) {
       const w = this.waiter;
@@ -91,17 +104,18 @@ class Subscription implements AsyncIterableIterator<Delivery> {
       return;
     }
     const pending = (this.pending ??= new Map());
-    const queued = pending.get(change.extractKey);
-    if (!queued && pending.size >= MAX_PENDING_EXTRACTS) {
+    const entry = pending.get(change.extractKey);
+    if (!entry && !this.bursts.has(burst) && this.bursts.size >= MAX_PENDING_BURSTS) {
       this.end(
         new AppError(
           503,
           'SLOW_CONSUMER',
-          `The subscriber fell behind by changes of more than ${MAX_PENDING_EXTRACTS} extracts; subscribe again and reload.`,
+          `The subscriber fell behind by the changes of more than ${MAX_PENDING_BURSTS} reports, refreshes or re-fetches; subscribe again and reload.`,
         ),
       );
       return;
     }
+    const queued = entry?.change;
     let merged = change;
     if (queued) {
       this.pendingSubjects -= queued.subjectIds.length;
@@ -117,7 +131,9 @@ class Subscription implements AsyncIterableIterator<Delivery> {
     }
     if (this.pendingSubjects + merged.subjectIds.length > MAX_PENDING_SUBJECTS) merged = { ...merged, subjectIds: [] };
     this.pendingSubjects += merged.subjectIds.length;
-    pending.set(change.extractKey, merged);
+    // A change merged into one already waiting adds nothing to wait for: it stays with the burst that queued it.
+    if (!entry) this.bursts.set(burst, (this.bursts.get(burst) ?? 0) + 1);
+    pending.set(change.extractKey, { change: merged, burst: entry?.burst ?? burst });
   }
 
   /** Ends the subscription: quietly (null) or with an error delivered as its last item. Unread events are dropped. */
@@ -125,6 +141,7 @@ class Subscription implements AsyncIterableIterator<Delivery> {
     if (this.ending !== undefined) return;
     this.ending = error;
     this.pending = undefined;
+    this.bursts.clear();
     this.pendingSubjects = 0;
     clearTimeout(this.timer);
     this.feed.release(this);
@@ -139,9 +156,13 @@ class Subscription implements AsyncIterableIterator<Delivery> {
     if (this.ending !== undefined) return Promise.resolve(this.finish());
     const first = this.pending?.values().next();
     if (first && !first.done) {
-      this.pending!.delete(first.value.extractKey);
-      this.pendingSubjects -= first.value.subjectIds.length;
-      return Promise.resolve({ value: { change: first.value }, done: false });
+      const { change, burst } = first.value;
+      this.pending!.delete(change.extractKey);
+      this.pendingSubjects -= change.subjectIds.length;
+      const left = this.bursts.get(burst)! - 1;
+      if (left > 0) this.bursts.set(burst, left);
+      else this.bursts.delete(burst);
+      return Promise.resolve({ value: { change }, done: false });
     }
     return new Promise((resolve) => (this.waiter = resolve));
   }
@@ -254,10 +275,9 @@ export class DataChangeFeed {
     const client = clientKey(principal);
     const count = this.perClient.get(client) ?? 0;
     if (count >= this.limits.perClient) {
-      throw new AppError(
-        429,
-        'TOO_MANY_REQUESTS',
+      throw new TooManyRequestsError(
         `The client has ${count} open subscriptions, the most one client may hold on an instance (SUBSCRIPTIONS_PER_CLIENT = ${this.limits.perClient}); end one first.`,
+        { 'Retry-After': String(SUBSCRIPTION_RETRY_AFTER_SECONDS) },
       );
     }
     this.perClient.set(client, count + 1);
@@ -290,7 +310,7 @@ export class DataChangeFeed {
       const ids = sub.match(e);
       if (!ids) continue;
       const entity = sub.filter.structuralEntityKey;
-      if (entity === undefined) sub.push({ extractKey: e.x, subjectIds: ids, kind: e.k, at: e.a });
+      if (entity === undefined) sub.push({ extractKey: e.x, subjectIds: ids, kind: e.k, at: e.a }, e.b);
       else byEntity.set(entity, [...(byEntity.get(entity) ?? []), [sub, ids]]);
     }
     if (byEntity.size > 0) this.deliverByEntity(e, byEntity);
@@ -330,7 +350,7 @@ export class DataChangeFeed {
           if (!sub.open) continue;
           const subjectIds = inEntity === undefined ? [] : ids.filter((id) => inEntity.has(id));
           if (inEntity !== undefined && subjectIds.length === 0) continue;
-          sub.push({ extractKey: e.x, subjectIds, kind: e.k, at: e.a });
+          sub.push({ extractKey: e.x, subjectIds, kind: e.k, at: e.a }, e.b);
         }
       }
     });
