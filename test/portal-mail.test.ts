@@ -473,6 +473,9 @@ describe('dead letters', () => {
     await eventually(async () => (await outbox(api)).dead === 1, WAIT);
     const m = (await outbox(api)).messages.find((x: any) => x.recipient === 'nobody@dead.example');
     expect(m).toMatchObject({ status: 'DEAD', attempts: 1, lastError: expect.stringMatching(/550/) });
+    // Issue 30, F12 (P94): an address refused for good is the tenant's to fix, logged at warn, not error.
+    await eventually(() => inst.logs.some((l) => l['outboxId'] === m.id && /dead letter/.test(l['msg'])), WAIT);
+    expect(inst.logs.filter((l) => l['outboxId'] === m.id && /dead letter/.test(l['msg'])).map((l) => l['level'])).toEqual([40]);
   });
 });
 

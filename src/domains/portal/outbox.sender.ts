@@ -185,7 +185,9 @@ export class OutboxSender {
       detail: this.redact(e.message ?? String(e)),
     };
     if (dead) {
-      this.log.error(
+      // A recipient or message refused for good is the tenant's data to fix (an address that does not
+      // exist), not the service's fault: warn; attempts run out against a server that keeps failing: error.
+      this.log[permanent ? 'warn' : 'error'](
         { ...at, permanent },
         `invitation mail is a dead letter after ${m.attempts} attempt(s); it is kept (mailOutbox in GraphQL) and is queued again when the user is invited again`,
       );
