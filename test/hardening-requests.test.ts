@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestApp, expectProblem, startApp } from './helpers.js';
+import { type TestApp, createTenant, expectProblem, startApp } from './helpers.js';
 import { type DataTenant, FakeProvider, createDataTenant } from './fake-provider.js';
 
 // Issue 30, F3: a subscription refused past SUBSCRIPTIONS_PER_CLIENT carries Retry-After like every other 429
@@ -219,6 +219,23 @@ describe('F12: Accept with q=0', () => {
     const strict = await post('application/json;q=0, application/graphql-response+json', '{ nope }');
     expect(strict.status).toBe(400);
     expect(strict.type).toMatch(/^application\/graphql-response\+json/);
+  });
+
+  it("a refusal before execution (429 of the client's rate limit) is not written in a refused type either", async () => {
+    const limited = await startApp({ RATE_LIMIT_REQUESTS: '1' });
+    try {
+      const api = await (await createTenant(limited)).client();
+      expect((await api.gql('{ dataExtracts { totalCount } }')).status).toBe(200);
+      const res = await api.request('POST', '/graphql', {
+        body: { query: '{ dataExtracts { totalCount } }' },
+        headers: { accept: 'application/graphql-response+json;q=0, application/json' },
+      });
+      expect(res.status).toBe(429);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(res.body.errors[0].extensions.code).toBe('TOO_MANY_REQUESTS');
+    } finally {
+      await limited.close();
+    }
   });
 
   it('parameters other than q do not refuse a type (multipart/mixed;deferSpec=20220824)', async () => {

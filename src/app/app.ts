@@ -308,9 +308,11 @@ export async function buildApp({
       graphqlAuth(req, res, (err?: unknown) => {
         const expected = err === undefined ? undefined : expectedErrorOf(err);
         if (!expected || !isRefusal(expected.code)) return next(err);
-        const type = /application\/graphql-response\+json/i.test(req.headers.accept ?? 'application/graphql-response+json')
-          ? 'application/graphql-response+json'
-          : 'application/json';
+        const accept = req.headers.accept ?? 'application/graphql-response+json';
+        const type =
+          /application\/graphql-response\+json/i.test(accept) && acceptedGraphqlTypes(accept).includes('application/graphql-response+json')
+            ? 'application/graphql-response+json'
+            : 'application/json';
         res.status(expected.status).set(expected.headers).type(type).json(graphqlErrorBody(expected));
       });
     },
