@@ -353,6 +353,8 @@ const OAUTH_ERRORS = [
   'unauthorized_client',
   'unsupported_grant_type',
   'invalid_scope',
+  // 429/503 refusals of the token endpoint (P80, P81).
+  'temporarily_unavailable',
 ];
 
 /** What is wrong with an answer (empty: nothing). */

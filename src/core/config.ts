@@ -58,7 +58,7 @@ const envSchema = z
      * e.g. behind a proxy), in 15 min before further attempts get 429 with a doubling Retry-After (P81).
      */
     TOKEN_FAILURE_LIMIT: z.coerce.number().int().min(1).max(10_000).default(10),
-    TOKEN_ADDRESS_FAILURE_LIMIT: z.coerce.number().int().min(0).max(1_000_000).default(100),
+    TOKEN_ADDRESS_FAILURE_LIMIT: z.coerce.number().int().min(0).max(1_000_000).default(50),
     /**
      * When set, V8 collects the old generation again once it has grown this many percent past what the
      * last full collection kept (P66): bounds memory by the live heap, at the cost of more full

@@ -2,13 +2,15 @@ import express, { type Request, type Response, Router } from 'express';
 import type { Db } from '../../db/tables.js';
 import { findClientByTenantKey } from './auth.repository.js';
 import { SCOPES } from '../../core/permissions.js';
-import { verifySecret } from './secrets.js';
+import { ClientAuthenticator, type ClientAuthOptions } from './client-auth.js';
 import type { TokenService } from './tokens.js';
 
-type OAuthError = 'invalid_request' | 'invalid_client' | 'unsupported_grant_type' | 'invalid_scope';
+// `temporarily_unavailable` (RFC 6749 §4.1.2.1's code, the registry's only one for "not now") with 429 or
+// 503 and Retry-After: a throttled or crowded-out attempt, refused before any hashing (P81).
+type OAuthError = 'invalid_request' | 'invalid_client' | 'unsupported_grant_type' | 'invalid_scope' | 'temporarily_unavailable';
 
 // RFC 6749 §5.2: these errors are plain JSON, never problem+json, and never cached.
-function oauthError(res: Response, status: 400 | 401, error: OAuthError, description: string) {
+function oauthError(res: Response, status: 400 | 401 | 429 | 503, error: OAuthError, description: string) {
   res.set('Cache-Control', 'no-store').set('Pragma', 'no-cache');
   if (status === 401) res.set('WWW-Authenticate', 'Basic realm="token", charset="UTF-8"');
   res.status(status).json({ error, error_description: description });
@@ -41,9 +43,10 @@ function clientCredentials(req: Request, form: Record<string, unknown>): { id: s
   return undefined;
 }
 
-/** `/connect/token` (D4) and the discovery documents. */
-export function authRoutes(db: Db, tokens: TokenService, maxBodyBytes: number): Router {
+/** `/connect/token` (D4) and the discovery documents; `clientAuth` bounds what failed attempts cost (issue 30, F11). */
+export function authRoutes(db: Db, tokens: TokenService, maxBodyBytes: number, clientAuth: ClientAuthOptions): Router {
   const router = Router();
+  const authenticator = new ClientAuthenticator(clientAuth);
   const form = express.urlencoded({ extended: false, limit: maxBodyBytes, type: () => true });
 
   router.post('/connect/token', (req, res, next) => {
@@ -76,14 +79,18 @@ export function authRoutes(db: Db, tokens: TokenService, maxBodyBytes: number): 
     if (grantType !== 'client_credentials') return oauthError(res, 400, 'unsupported_grant_type', 'Only client_credentials is supported.');
     const tenantKey = body['tenant_key'];
     if (typeof tenantKey !== 'string' || tenantKey === '') return oauthError(res, 400, 'invalid_request', 'tenant_key is required.');
-    const badClient = () => oauthError(res, 401, 'invalid_client', 'Client authentication failed.');
-    if (!creds) {
-      await verifySecret('', undefined);
-      return badClient();
+    // Unknown tenant, unknown client, wrong or missing secret answer alike, after the same hashing work.
+    const auth = await authenticator.authenticate(
+      { tenantKey, clientId: creds?.id ?? '', secret: creds?.secret ?? '', address: req.socket.remoteAddress ?? '' },
+      async () => (creds ? findClientByTenantKey(db, tenantKey, creds.id) : undefined),
+      res,
+    );
+    if (auth.kind === 'failed') return oauthError(res, 401, 'invalid_client', 'Client authentication failed.');
+    if (auth.kind !== 'ok') {
+      res.set('Retry-After', String(auth.retryAfterSeconds));
+      return oauthError(res, auth.kind === 'throttled' ? 429 : 503, 'temporarily_unavailable', auth.reason);
     }
-    // Unknown tenant, unknown client and wrong secret answer alike, after the same hashing work.
-    const client = await findClientByTenantKey(db, tenantKey, creds.id);
-    if (!(await verifySecret(creds.secret, client?.secretHash)) || !client) return badClient();
+    const client = auth.client;
 
     const requested = typeof body['scope'] === 'string' ? body['scope'].split(' ').filter(Boolean) : [];
     const scopes = requested.length > 0 ? [...new Set(requested)] : client.scopes;

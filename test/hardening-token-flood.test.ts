@@ -1,0 +1,315 @@
+import { Worker } from 'node:worker_threads';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SecretBox } from '../src/domains/data/secret-box.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { type ApiClient, FULL_CLIENT, type TestApp, createTenant, startApp, tenantConfig } from './helpers.js';
+
+// Issue 30, F11: wrong client secrets sent to /connect/token in bulk must not lock clients out of new
+// tokens nor slow other tenants down (P80: verifications bounded, P81: failures throttled, P82: a verified
+// secret is not hashed again). D4: the token endpoint's errors stay RFC 6749 JSON. The flood comes
+// through real HTTP from a worker thread (its own event loop), from 127.0.0.2 or 127.0.0.1: Linux routes
+// all of 127/8 to loopback, so "another address" is a second loopback address.
+
+const IN_FLIGHT = 1_000;
+/**
+ * Each flood request is sent again about this long after its answer (uniformly 0-2x, so the flood rolls
+ * instead of coming in waves): up to 200 attempts a second once they are answered fast, 4 times the
+ * issue's measured 45/s. Sent again at once, the flood becomes a request flood at the HTTP server's full
+ * rate, which any endpoint (a 401 on /graphql) suffers alike and only a proxy in front can bound (P81).
+ */
+const RESEND_AFTER_MS = Number(process.env['FLOOD_RESEND_MS'] ?? 5_000);
+
+interface FloodStats {
+  answered: number;
+  byStatus: Record<string, number>;
+  /** Answers 429/503 that carried Retry-After. */
+  retryAfter: number;
+  /** Answer times of the 429 and 503 answers after the first burst, ms: median and 99th percentile. */
+  refusedP50: number;
+  refusedP99: number;
+}
+
+/**
+ * Keeps IN_FLIGHT bad-secret token requests open against `url` from `localAddress`, each sent again as
+ * soon as it is answered, until stopped. `bodies` are the form bodies, used in turn.
+ */
+class Flood {
+  private readonly worker: Worker;
+  private readonly ready: Promise<void>;
+
+  constructor(url: string, localAddress: string, bodies: string[]) {
+    this.worker = new Worker(FLOOD_SOURCE, {
+      eval: true,
+      workerData: { url, localAddress, bodies, inFlight: IN_FLIGHT, resendAfterMs: RESEND_AFTER_MS },
+    });
+    this.ready = new Promise((resolve, reject) => {
+      this.worker.once('message', () => resolve());
+      this.worker.once('error', reject);
+    });
+  }
+
+  /** Resolves once every request was sent once (so IN_FLIGHT are open or were answered). */
+  started(): Promise<void> {
+    return this.ready;
+  }
+
+  async stop(): Promise<FloodStats> {
+    const stats = new Promise<FloodStats>((resolve) =>
+      this.worker.on('message', (m: { stats?: FloodStats }) => m.stats && resolve(m.stats)),
+    );
+    this.worker.postMessage('stop');
+    const s = await stats;
+    await this.worker.terminate();
+    return s;
+  }
+}
+
+const FLOOD_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const http = require('node:http');
+const { url, localAddress, bodies, inFlight, resendAfterMs } = workerData;
+const target = new URL(url);
+const agent = new http.Agent({ keepAlive: true, maxSockets: inFlight });
+const stats = { answered: 0, byStatus: {}, retryAfter: 0 };
+const refused = [];
+let stopping = false;
+let open = 0;
+let sent = 0;
+function send(i) {
+  if (stopping) {
+    if (--open === 0) {
+      refused.sort((a, b) => a - b);
+      const at = (q) => refused.length ? Math.round(refused[Math.min(refused.length - 1, Math.ceil(refused.length * q) - 1)]) : 0;
+      parentPort.postMessage({ stats: { ...stats, refusedP50: at(0.5), refusedP99: at(0.99) } });
+    }
+    return;
+  }
+  const body = bodies[i % bodies.length];
+  const t0 = performance.now();
+  const req = http.request({
+    host: target.hostname, port: target.port, path: '/connect/token', method: 'POST', agent, localAddress,
+    headers: { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) },
+  }, (res) => {
+    res.resume();
+    res.on('end', () => {
+      stats.answered++;
+      stats.byStatus[res.statusCode] = (stats.byStatus[res.statusCode] ?? 0) + 1;
+      if (res.headers['retry-after']) stats.retryAfter++;
+      // Timed after the first burst: 1,000 requests at once queue in the HTTP server itself.
+      if ((res.statusCode === 429 || res.statusCode === 503) && i >= inFlight) refused.push(performance.now() - t0);
+      setTimeout(() => send(i + inFlight), Math.random() * 2 * resendAfterMs);
+    });
+  });
+  req.on('error', (e) => {
+    if (stopping) return send(i);
+    const k = 'error ' + e.code;
+    stats.byStatus[k] = (stats.byStatus[k] ?? 0) + 1;
+    setTimeout(() => send(i + inFlight), Math.random() * 2 * resendAfterMs);
+  });
+  req.end(body);
+  if (++sent === inFlight) parentPort.postMessage({ started: true });
+}
+open = inFlight;
+for (let i = 0; i < inFlight; i++) send(i);
+parentPort.on('message', () => {
+  stopping = true;
+  agent.destroy();
+});
+`;
+
+const form = (fields: Record<string, string>) => new URLSearchParams({ grant_type: 'client_credentials', ...fields }).toString();
+
+/** A token request timed from sending to the answer; aborted (status 0) after 10 s. */
+async function timedToken(app: TestApp, tenantKey: string, clientId: string, clientSecret: string) {
+  const t0 = performance.now();
+  try {
+    const res = await fetch(`${app.url}/connect/token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: form({ tenant_key: tenantKey, client_id: clientId, client_secret: clientSecret }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const body = (await res.json()) as { access_token?: string; error?: string };
+    return { status: res.status, body, headers: res.headers, ms: performance.now() - t0 };
+  } catch {
+    return { status: 0, body: {}, headers: new Headers(), ms: performance.now() - t0 };
+  }
+}
+
+/** p99 of `n` sequential list requests of `api` (ms). */
+async function listP99(api: ApiClient, n: number): Promise<number> {
+  const ms: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const r = await api.get('/api/v2/subject?PageSize=20');
+    ms.push(performance.now() - t0);
+    expect(r.status).toBe(200);
+  }
+  ms.sort((a, b) => a - b);
+  return ms[Math.min(ms.length - 1, Math.ceil(ms.length * 0.99) - 1)]!;
+}
+
+/**
+ * The flood was refused before hashing: nearly every answer a 429 (throttled, or this address already
+ * waiting for a verification) or 503 (the queue full), each with Retry-After, and fast; the rest 401.
+ */
+function expectRefusedFast(stats: FloodStats) {
+  const refused = (stats.byStatus['429'] ?? 0) + (stats.byStatus['503'] ?? 0);
+  expect(stats.byStatus['429'] ?? 0).toBeGreaterThan(0);
+  expect(refused).toBeGreaterThan(stats.answered * 0.9);
+  expect(stats.retryAfter).toBe(refused);
+  for (const status of Object.keys(stats.byStatus)) expect(['401', '429', '503']).toContain(status);
+  expect(stats.refusedP99).toBeLessThan(1_000);
+}
+
+const SECOND = { clientId: 'second', clientSecret: 'second-client-secret', scopes: ['ServiceApi'], permissions: ['*'] };
+
+async function seedOtherTenant(app: TestApp): Promise<ApiClient> {
+  const other = await (await createTenant(app)).client();
+  for (let i = 0; i < 20; i++) {
+    const r = await other.post('/api/v2/messaging/subject', {
+      CustomFieldValues: [
+        { Key: 'employeeNumber', Value: { String: { Value: `E-${i}` } } },
+        { Key: 'fullName', Value: { String: { Value: `Person ${i}` } } },
+      ],
+    });
+    expect(r.status).toBe(201);
+  }
+  return other;
+}
+
+describe('1,000 bad-secret token requests in flight from another address (F11)', () => {
+  let app: TestApp;
+  let tenantKey: string;
+  let other: ApiClient;
+  beforeAll(async () => {
+    app = await startApp();
+    tenantKey = (await createTenant(app, { clients: [FULL_CLIENT, SECOND] })).key;
+    other = await seedOtherTenant(app);
+  });
+  afterAll(() => app?.close());
+
+  it(
+    'a valid client gets its token within 1 s, floods get fast 429s with Retry-After, the other tenant lists as before',
+    { timeout: 90_000 },
+    async () => {
+      // The valid client had a token before (its secret verified once); SECOND never had one.
+      expect((await timedToken(app, tenantKey, FULL_CLIENT.clientId, FULL_CLIENT.clientSecret)).status).toBe(200);
+      const alone = await listP99(other, 200);
+
+      // Wrong secrets for the valid client itself, for unknown clients, for an unknown tenant.
+      const bodies = Array.from({ length: 50 }, (_, i) =>
+        form(
+          i % 3 === 0
+            ? { tenant_key: tenantKey, client_id: FULL_CLIENT.clientId, client_secret: `wrong-${i}` }
+            : i % 3 === 1
+              ? { tenant_key: tenantKey, client_id: `nobody-${i}`, client_secret: `wrong-${i}` }
+              : { tenant_key: `no-such-tenant-${i}`, client_id: FULL_CLIENT.clientId, client_secret: `wrong-${i}` },
+        ),
+      );
+      const flood = new Flood(app.url, '127.0.0.2', bodies);
+      let stats: FloodStats | undefined;
+      let during: number;
+      try {
+        await flood.started();
+        // Today's code then has a queue of the flood's scrypts; after the change the first burst is answered.
+        await new Promise((r) => setTimeout(r, 3_000));
+        const known = await timedToken(app, tenantKey, FULL_CLIENT.clientId, FULL_CLIENT.clientSecret);
+        const fresh = await timedToken(app, tenantKey, SECOND.clientId, SECOND.clientSecret);
+        during = await listP99(other, 200);
+        console.log(
+          `F11 flood from another address: known client ${Math.round(known.ms)} ms (${known.status}), first-time client ${Math.round(fresh.ms)} ms (${fresh.status}), other tenant's list p99 ${during.toFixed(1)} ms during vs ${alone.toFixed(1)} ms alone`,
+        );
+        expect({ status: known.status, token: typeof known.body.access_token }).toEqual({ status: 200, token: 'string' });
+        expect(known.ms).toBeLessThan(1_000);
+        // Never verified before: its secret is hashed, ahead of the flood's waiting attempts (another address).
+        expect({ status: fresh.status, token: typeof fresh.body.access_token }).toEqual({ status: 200, token: 'string' });
+        expect(fresh.ms).toBeLessThan(1_000);
+      } finally {
+        stats = await flood.stop();
+      }
+      // The issue's bound is 3x (the figures are in P80); asserted here with room for the shared machine:
+      // "alone" is the larger of before and after the flood, so load drifting meanwhile does not count as
+      // the flood's, and 5x + 5 ms (alone is a few ms, where one scavenge weighs more than 3x). Today's
+      // code: the valid client's token request above does not answer within 10 s.
+      const after = await listP99(other, 200);
+      console.log(`F11 other tenant's list p99 alone after the flood: ${after.toFixed(1)} ms`);
+      expect(during).toBeLessThan(5 * Math.max(alone, after) + 5);
+      console.log(`F11 flood answers: ${JSON.stringify(stats)}`);
+      expectRefusedFast(stats);
+    },
+  );
+});
+
+describe('bad secrets for a client from its own address (F11)', () => {
+  let app: TestApp;
+  let tenantKey: string;
+  beforeAll(async () => {
+    app = await startApp();
+    tenantKey = (await createTenant(app)).key;
+  });
+  afterAll(() => app?.close());
+
+  it('throttles the failing (client, address) with a fast 429 and Retry-After, and lets the verified secret through', async () => {
+    expect((await timedToken(app, tenantKey, FULL_CLIENT.clientId, FULL_CLIENT.clientSecret)).status).toBe(200);
+    const answers = [];
+    for (let i = 0; i < 12; i++) answers.push(await timedToken(app, tenantKey, FULL_CLIENT.clientId, `wrong-${i}`));
+    // P81: 10 failures of one client from one address are answered 401, the next are refused unhashed.
+    expect(answers.map((a) => a.status)).toEqual([...Array<number>(10).fill(401), 429, 429]);
+    const refused = answers.at(-1)!;
+    expect(refused.body).toMatchObject({ error: 'temporarily_unavailable', error_description: expect.any(String) });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(refused.headers.get('cache-control')).toBe('no-store');
+    // The holder of the secret, from the same address, is not locked out (P82: recognised without hashing).
+    const ok = await timedToken(app, tenantKey, FULL_CLIENT.clientId, FULL_CLIENT.clientSecret);
+    expect(ok.status).toBe(200);
+    // A success clears its (client, address) count: a holder's own mistakes do not add up to a block.
+    expect((await timedToken(app, tenantKey, FULL_CLIENT.clientId, 'wrong-again')).status).toBe(401);
+  });
+
+  it('with 1,000 in flight from the same address, the verified client gets its token within 1 s', { timeout: 90_000 }, async () => {
+    const bodies = Array.from({ length: 50 }, (_, i) =>
+      form({ tenant_key: tenantKey, client_id: i % 2 ? FULL_CLIENT.clientId : `nobody-${i}`, client_secret: `wrong-${i}` }),
+    );
+    const flood = new Flood(app.url, '127.0.0.1', bodies);
+    let stats: FloodStats | undefined;
+    try {
+      await flood.started();
+      await new Promise((r) => setTimeout(r, 3_000));
+      const known = await timedToken(app, tenantKey, FULL_CLIENT.clientId, FULL_CLIENT.clientSecret);
+      console.log(`F11 flood from the same address: known client ${Math.round(known.ms)} ms (${known.status})`);
+      expect(known.status).toBe(200);
+      expect(known.ms).toBeLessThan(1_000);
+    } finally {
+      stats = await flood.stop();
+    }
+    expectRefusedFast(stats);
+  });
+});
+
+describe('a rotated client secret (F11, P82)', () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startApp();
+  });
+  afterAll(() => app?.close());
+
+  it('the old secret, verified before the rotation, no longer gets a token; the new one does', async () => {
+    const t = tenantConfig();
+    const apply = (clientSecret: string) =>
+      applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), {
+        tenants: [{ ...t, clients: [{ ...FULL_CLIENT, clientSecret }] }],
+      });
+    await apply('first-secret-value');
+    expect((await timedToken(app, t.key, FULL_CLIENT.clientId, 'first-secret-value')).status).toBe(200);
+    expect((await timedToken(app, t.key, FULL_CLIENT.clientId, 'first-secret-value')).status).toBe(200);
+    await apply('second-secret-value');
+    const old = await timedToken(app, t.key, FULL_CLIENT.clientId, 'first-secret-value');
+    expect({ status: old.status, error: old.body.error }).toEqual({ status: 401, error: 'invalid_client' });
+    expect((await timedToken(app, t.key, FULL_CLIENT.clientId, 'second-secret-value')).status).toBe(200);
+    // Rotated back: the second secret, recognised from the cache until now, no longer counts.
+    await apply('first-secret-value');
+    expect((await timedToken(app, t.key, FULL_CLIENT.clientId, 'second-secret-value')).status).toBe(401);
+    expect((await timedToken(app, t.key, FULL_CLIENT.clientId, 'first-secret-value')).status).toBe(200);
+  });
+});
