@@ -238,7 +238,7 @@ describe('provider failures (D10)', () => {
             Edges: [
               {
                 Cursor: 'a',
-                Node: { Id: 'x', SubjectIdentifier: 'E-01', DataPointItems: [{ Key: 'v', Value: { DataType: 'Integer', Value: 'nine' } }] },
+                Node: { Id: 'x', SubjectIdentifier: 'E-02', DataPointItems: [{ Key: 'v', Value: { DataType: 'Integer', Value: 'nine' } }] },
               },
             ],
           }),

@@ -123,13 +123,15 @@ const envSchema = z
     /**
      * A data source's circuit opens when, within PROVIDER_BREAKER_WINDOW_MS, at least
      * PROVIDER_BREAKER_FAILURES calls were made and PROVIDER_BREAKER_THRESHOLD of them failed. It probes
-     * after PROVIDER_BREAKER_PROBE_MS, a delay doubled while probes fail, up to PROVIDER_BREAKER_OPEN_MS.
+     * after PROVIDER_BREAKER_PROBE_MS, a delay doubled while probes fail, up to PROVIDER_BREAKER_OPEN_MS
+     * (1.5 s: reads with older data see a recovered provider within it, P88). A read with nothing cached
+     * probes at once.
      */
     PROVIDER_BREAKER_FAILURES: z.coerce.number().int().min(1).default(5),
     PROVIDER_BREAKER_THRESHOLD: z.coerce.number().gt(0).max(1).default(0.5),
     PROVIDER_BREAKER_WINDOW_MS: z.coerce.number().int().min(100).max(3_600_000).default(10_000),
     PROVIDER_BREAKER_PROBE_MS: z.coerce.number().int().min(0).max(3_600_000).default(1_000),
-    PROVIDER_BREAKER_OPEN_MS: z.coerce.number().int().min(0).default(30_000),
+    PROVIDER_BREAKER_OPEN_MS: z.coerce.number().int().min(0).default(1_500),
     /** Provider calls in flight at once for one request's fetch (an aggregate's chunks). */
     PROVIDER_READ_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
     /** Provider calls in flight at once for background re-fetches (per instance). */

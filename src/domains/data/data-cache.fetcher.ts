@@ -3,7 +3,7 @@ import { bulkhead } from 'cockatiel';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config.js';
 import { ProviderUnavailableError } from '../../core/errors.js';
-import type { DataPoint } from './data-points.js';
+import type { DataPoint, RejectedPoint } from './data-points.js';
 import { type CacheStore, type Outcome, type SubjectKey, cacheKey } from './data-cache.store.js';
 import type { CacheWrite, ExtractWithSource } from './data.repository.js';
 import { CircuitOpenError, ProviderClient, type ProviderSource } from './provider-client.js';
@@ -129,29 +129,50 @@ export class CacheFetcher {
   ): Promise<Map<string, Outcome>> {
     const identifiers = [...new Set(wants.map((w) => w.subject.identifier))];
     let points: DataPoint[];
+    let rejected: RejectedPoint[];
     try {
-      points = await this.provider.fetchAll(this.sourceOf(tenantId, extract), { key: extract.key, options: extract.options }, identifiers);
+      ({ points, rejected } = await this.provider.fetchAll(
+        this.sourceOf(tenantId, extract),
+        { key: extract.key, options: extract.options },
+        identifiers,
+        // D10: a subject with nothing cached goes to the provider, open circuit or not (P88).
+        wants.some((w) => !w.fallback),
+      ));
     } catch (e) {
-      // While a circuit is open every read is refused: its state changes are logged (by the client), not each refusal.
+      // While a circuit is open, reads with older data to serve are refused: its state changes are logged (by the client), not each refusal.
       const level = e instanceof CircuitOpenError ? 'debug' : 'warn';
       this.log[level](
         { extract: extract.key, dataSource: extract.source.key, subjects: identifiers.length, err: (e as Error).message },
         'data provider call failed',
       );
-      return new Map(
-        wants.map((w) => [
-          w.subject.id,
-          w.fallback
-            ? { points: w.fallback.points, fetchedAt: w.fallback.fetchedAt, stale: true }
-            : new ProviderUnavailableError(
-                `The data provider of extract '${extract.key}' is unavailable and nothing is cached: ${(e as Error).message}`,
-              ),
-        ]),
+      return new Map(wants.map((w) => [w.subject.id, failedOutcome(w, extract, (e as Error).message)]));
+    }
+    // A node that is not a valid data point fails the subject it names (served stale or unavailable, not
+    // stored); one naming no subject that was asked for is ignored, like any point of another subject (P90).
+    const failed = new Map<string, string>();
+    if (rejected.length > 0) {
+      const asked = new Set(identifiers);
+      let ignored = 0;
+      for (const r of rejected) {
+        if (r.subjectIdentifier !== undefined && asked.has(r.subjectIdentifier)) failed.set(r.subjectIdentifier, r.reason);
+        else ignored++;
+      }
+      // The provider's fault, not the service's: a warning, once per call.
+      this.log.warn(
+        { extract: extract.key, dataSource: extract.source.key, subjects: failed.size, ignoredPoints: ignored, err: rejected[0]!.reason },
+        'data provider answered invalid data points',
       );
     }
     const bySubject = new Map<string, DataPoint[]>();
     for (const p of points) bySubject.set(p.SubjectIdentifier, [...(bySubject.get(p.SubjectIdentifier) ?? []), p]);
-    const writes: CacheWrite[] = wants.map((w) => {
+    const outcomes = new Map<string, Outcome>();
+    const fine: Want[] = [];
+    for (const w of wants) {
+      const reason = failed.get(w.subject.identifier);
+      if (reason === undefined) fine.push(w);
+      else outcomes.set(w.subject.id, failedOutcome(w, extract, `its answer for this subject is invalid at ${reason}`));
+    }
+    const writes: CacheWrite[] = fine.map((w) => {
       const mine = bySubject.get(w.subject.identifier) ?? [];
       const removed = new Set(w.removedIds);
       return {
@@ -166,7 +187,7 @@ export class CacheFetcher {
     // A background re-fetch that got other data than the row held tells live subscribers (a reader's
     // fetch follows an invalidation they heard of already, or answers the reader who asked).
     const changed = new Set(
-      background ? writes.filter((w, i) => !samePoints(wants[i]!.fallback?.points, w.points)).map((w) => w.subjectId) : [],
+      background ? writes.filter((w, i) => !samePoints(fine[i]!.fallback?.points, w.points)).map((w) => w.subjectId) : [],
     );
     let stored: Map<string, Date>;
     try {
@@ -176,7 +197,8 @@ export class CacheFetcher {
       stored = new Map();
     }
     // What was not stored (invalidated meanwhile) is still this request's answer, just not cached.
-    return new Map(writes.map((w) => [w.subjectId, { points: w.points, fetchedAt: stored.get(w.subjectId) ?? new Date(), stale: false }]));
+    for (const w of writes) outcomes.set(w.subjectId, { points: w.points, fetchedAt: stored.get(w.subjectId) ?? new Date(), stale: false });
+    return outcomes;
   }
 
   private sourceOf(tenantId: string, extract: ExtractWithSource): ProviderSource {
@@ -191,6 +213,13 @@ export class CacheFetcher {
       clientSecret: async () => (s.client_secret_enc ? this.secrets.open(s.client_secret_enc) : null),
     };
   }
+}
+
+/** A subject whose fetch failed: its older set served stale, or PROVIDER_UNAVAILABLE with nothing cached (D10). */
+function failedOutcome(w: Want, extract: ExtractWithSource, why: string): Outcome {
+  return w.fallback
+    ? { points: w.fallback.points, fetchedAt: w.fallback.fetchedAt, stale: true }
+    : new ProviderUnavailableError(`The data provider of extract '${extract.key}' is unavailable and nothing is cached: ${why}`);
 }
 
 /** Whether two sets of points are the same as stored (compared as JSON: absent and undefined properties alike). */

@@ -103,6 +103,44 @@ export const ProviderPageSchema = z.object({
   Edges: z.array(z.object({ Node: DataPointSchema, Cursor: z.string() })),
 });
 
+// The page without its nodes: what must hold for the answer to be read at all.
+const ProviderFrameSchema = ProviderPageSchema.extend({ Edges: z.array(z.object({ Node: z.unknown(), Cursor: z.string() })) });
+
+/** A node of a provider's answer that is not a valid data point: the subject it names, if it names one, and why. */
+export interface RejectedPoint {
+  subjectIdentifier: string | undefined;
+  reason: string;
+}
+
+export type ProviderPage =
+  | { ok: true; pageInfo: z.infer<typeof ProviderFrameSchema>['PageInfo']; points: DataPoint[]; rejected: RejectedPoint[] }
+  | { ok: false; problem: string };
+
+const issueText = (e: z.ZodError, base: string) => {
+  const issue = e.issues[0]!;
+  return `${[base, ...issue.path].filter((p) => p !== '').join('.') || '$'}: ${issue.message}`;
+};
+
+/**
+ * A get-data-points page (its keys canonical): a bad frame (PageInfo, Edges, a Cursor) fails the whole
+ * answer; each node is validated on its own, so a node that is bad fails only the subject it names (P90).
+ */
+export function readProviderPage(json: unknown): ProviderPage {
+  const frame = ProviderFrameSchema.safeParse(json);
+  if (!frame.success) return { ok: false, problem: issueText(frame.error, '') };
+  const points: DataPoint[] = [];
+  const rejected: RejectedPoint[] = [];
+  frame.data.Edges.forEach((edge, i) => {
+    const node = DataPointSchema.safeParse(edge.Node);
+    if (node.success) points.push(node.data);
+    else {
+      const named = (edge.Node as { SubjectIdentifier?: unknown } | null)?.SubjectIdentifier;
+      rejected.push({ subjectIdentifier: typeof named === 'string' ? named : undefined, reason: issueText(node.error, `Edges.${i}.Node`) });
+    }
+  });
+  return { ok: true, pageInfo: frame.data.PageInfo, points, rejected };
+}
+
 /** Canonical text of an item value (D7's forms): DateTime in UTC with milliseconds (truncated, P85); null stays null. */
 export function pointValueText(item: DataPointItem): string | null {
   const { DataType: type, Value: v } = item.Value;

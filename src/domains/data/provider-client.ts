@@ -4,7 +4,10 @@ import {
   CircuitState,
   DelegateBackoff,
   ExponentialBackoff,
+  type IBackoff,
+  type IBackoffFactory,
   type IBreaker,
+  type IHalfOpenAfterBackoffContext,
   TaskCancelledError,
   TimeoutStrategy,
   circuitBreaker,
@@ -13,12 +16,11 @@ import {
   noJitterGenerator,
   retry,
   timeout,
-  wrap,
 } from 'cockatiel';
 import * as oauth from 'oauth4webapi';
 import type { Logger } from 'pino';
 import { canonicalKeys } from '../../core/input.js';
-import { type DataPoint, ProviderPageSchema } from './data-points.js';
+import { type DataPoint, ProviderPageSchema, type RejectedPoint, readProviderPage } from './data-points.js';
 import { parseExactJson } from './exact-json.js';
 
 /** A data source as the client calls it (the secret already opened). */
@@ -142,6 +144,25 @@ class RateBreaker implements IBreaker {
   }
 }
 
+type ProbeBackoff = IBackoff<IHalfOpenAfterBackoffContext>;
+
+/**
+ * An open circuit's wait before its probe, as `inner` says, but none while `now()` holds: a read with
+ * nothing to serve becomes the probe at once (P88).
+ */
+function probeDelay(
+  inner: IBackoffFactory<IHalfOpenAfterBackoffContext>,
+  now: () => boolean,
+): IBackoffFactory<IHalfOpenAfterBackoffContext> {
+  const wrapped = (b: ProbeBackoff): ProbeBackoff => ({
+    get duration() {
+      return now() ? 0 : b.duration;
+    },
+    next: (ctx) => wrapped(b.next(ctx)),
+  });
+  return { next: (ctx) => wrapped(inner.next(ctx)) };
+}
+
 /** `Retry-After` as milliseconds: delta-seconds or an HTTP date (RFC 9110 §10.2.3). */
 function retryAfter(header: string | null): number | undefined {
   if (!header) return undefined;
@@ -164,7 +185,10 @@ interface CachedToken {
  */
 export class ProviderClient {
   private readonly tokens = new Map<string, Promise<CachedToken>>();
-  private readonly breakers = new Map<string, { tenantId: string; dataSource: string; policy: CircuitBreakerPolicy }>();
+  private readonly breakers = new Map<
+    string,
+    { tenantId: string; dataSource: string; policy: CircuitBreakerPolicy; probeNow: { on: boolean } }
+  >();
 
   constructor(
     private readonly policy: ProviderPolicy,
@@ -182,14 +206,19 @@ export class ProviderClient {
 
   /**
    * Every data point of `subjectIdentifiers` for one extract: the first page, then each `EndCursor` until
-   * `HasNextPage` is false (at most PROVIDER_MAX_PAGES pages: more is a failure, not a partial set).
+   * `HasNextPage` is false (at most PROVIDER_MAX_PAGES pages: more is a failure, not a partial set). The
+   * nodes that are not valid data points come back as `rejected`: they fail their subject, not the call (P90).
+   * `mustReach` (some subject has nothing to serve if this fails): an open circuit does not refuse the
+   * call, it makes it its probe, or waits for the probe in flight and goes on as it went (P88).
    */
   async fetchAll(
     source: ProviderSource,
     extract: { key: string; options: unknown },
     subjectIdentifiers: readonly string[],
-  ): Promise<DataPoint[]> {
+    mustReach = false,
+  ): Promise<{ points: DataPoint[]; rejected: RejectedPoint[] }> {
     const points: DataPoint[] = [];
+    const rejected: RejectedPoint[] = [];
     let after: string | null = null;
     for (let page = 1; ; page++) {
       if (page > this.policy.maxPages) throw new ProviderError(`The provider answered more than ${this.policy.maxPages} pages.`, false);
@@ -199,22 +228,27 @@ export class ProviderClient {
         PagingRequest: { After: after, Before: null, First: null, Last: null, OrderBy: null, OrderDirection: null },
         DataExtract: { Key: extract.key, Options: extract.options ?? {} },
       };
-      const answer = await this.call(source, body);
-      for (const e of answer.Edges) points.push(e.Node);
-      if (!answer.PageInfo.HasNextPage) return points;
-      const next = answer.PageInfo.EndCursor ?? null;
+      const answer = await this.call(source, body, mustReach);
+      points.push(...answer.points);
+      rejected.push(...answer.rejected);
+      if (!answer.pageInfo.HasNextPage) return { points, rejected };
+      const next = answer.pageInfo.EndCursor ?? null;
       if (next === null || next === after) throw new ProviderError('The provider said HasNextPage without a new EndCursor.', false);
       after = next;
     }
   }
 
-  private breaker(source: ProviderSource): CircuitBreakerPolicy {
+  private breaker(source: ProviderSource): { policy: CircuitBreakerPolicy; probeNow: { on: boolean } } {
     const id = `${source.tenantId}\u0001${source.key}`;
     const known = this.breakers.get(id);
-    if (known) return known.policy;
+    if (known) return known;
     const p = this.policy;
+    const probeNow = { on: false };
     const b = circuitBreaker(handleAll, {
-      halfOpenAfter: new ExponentialBackoff({ initialDelay: p.breakerProbeMs, maxDelay: p.breakerOpenMs, generator: noJitterGenerator }),
+      halfOpenAfter: probeDelay(
+        new ExponentialBackoff({ initialDelay: p.breakerProbeMs, maxDelay: p.breakerOpenMs, generator: noJitterGenerator }),
+        () => probeNow.on,
+      ),
       breaker: new RateBreaker({ threshold: p.breakerThreshold, windowMs: p.breakerWindowMs, minimumCalls: p.breakerFailures }),
     });
     const at = { tenantId: source.tenantId, dataSource: source.key };
@@ -231,11 +265,34 @@ export class ProviderClient {
       opens = 0;
       this.log.info(at, 'data provider circuit closed');
     });
-    this.breakers.set(id, { ...at, policy: b });
-    return b;
+    const entry = { ...at, policy: b, probeNow };
+    this.breakers.set(id, entry);
+    return entry;
   }
 
-  private async call(source: ProviderSource, body: unknown) {
+  /**
+   * One attempt through the data source's circuit. Open: refused (the caller serves its older data),
+   * unless `mustReach`: then it is the probe now (cockatiel's half-open state: concurrent calls wait for
+   * it and go on as it went). A call that has something to serve does not wait for a probe either.
+   */
+  private throughBreaker<T>(
+    source: ProviderSource,
+    mustReach: boolean,
+    signal: AbortSignal,
+    fn: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    const { policy, probeNow } = this.breaker(source);
+    if (!mustReach && policy.state === CircuitState.HalfOpen) return Promise.reject(new BrokenCircuitError());
+    // execute() reads the probe delay synchronously, before its first await.
+    probeNow.on = mustReach;
+    try {
+      return policy.execute(({ signal: inner }) => fn(inner), signal);
+    } finally {
+      probeNow.on = false;
+    }
+  }
+
+  private async call(source: ProviderSource, body: unknown, mustReach: boolean) {
     const { timeoutMs, retries, backoffMs } = this.policy;
     const retryPolicy = retry(
       // An attempt cut off by the time limit is a time-out: retried like a network error.
@@ -253,7 +310,11 @@ export class ProviderClient {
     );
     const attemptTimeout = timeout(timeoutMs, TimeoutStrategy.Aggressive);
     try {
-      return await wrap(retryPolicy, this.breaker(source), attemptTimeout).execute(({ signal }) => this.attempt(source, body, signal));
+      return await retryPolicy.execute(({ signal }) =>
+        this.throughBreaker(source, mustReach, signal, (inner) =>
+          attemptTimeout.execute(({ signal: attemptSignal }) => this.attempt(source, body, attemptSignal), inner),
+        ),
+      );
     } catch (e) {
       if (e instanceof BrokenCircuitError) throw new CircuitOpenError();
       if (e instanceof TaskCancelledError) throw new ProviderError(`The provider did not answer within ${timeoutMs} ms.`, true);
@@ -287,12 +348,9 @@ export class ProviderClient {
       } catch {
         throw new ProviderError('The provider answered malformed JSON.', false);
       }
-      const parsed = ProviderPageSchema.safeParse(canonicalKeys(json, ProviderPageSchema));
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0]!;
-        throw new ProviderError(`The provider's answer has the wrong shape at ${issue.path.join('.') || '$'}: ${issue.message}`, false);
-      }
-      return parsed.data;
+      const page = readProviderPage(canonicalKeys(json, ProviderPageSchema));
+      if (!page.ok) throw new ProviderError(`The provider's answer has the wrong shape at ${page.problem}`, false);
+      return page;
     } catch (e) {
       if (e instanceof ProviderError || signal.aborted) throw e;
       // fetch's TypeError: connection refused or reset, DNS, TLS.

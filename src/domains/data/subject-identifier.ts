@@ -4,13 +4,20 @@ import { type SubjectConfig, findSubjectId, findSubjectIdsByFirstValue } from '.
 
 /**
  * A data source's `subjectIdentifier` (D3) says what the provider's SubjectIdentifier means: `ExternalId`
- * (default), `Id` (the service's subject UUID) or a subject field key (its first value's text).
+ * (default), `Id` (the service's subject UUID) or a subject field key (its first value's text). An empty
+ * or blank value is no identifier (P87): such a subject, stored before writes refused it, has no data
+ * points and is never asked for, so it cannot fail a provider call shared with other subjects.
  */
 export function identifierOf(mode: string, subject: SubjectRow, config: SubjectConfig): string | null {
-  if (mode === 'ExternalId') return subject.external_id;
   if (mode === 'Id') return subject.id;
-  const field = config.byKey.get(mode);
-  return field ? firstText(field.dataType, subject.values[mode]) : null;
+  const field = mode === 'ExternalId' ? undefined : config.byKey.get(mode);
+  const text = mode === 'ExternalId' ? subject.external_id : field ? firstText(field.dataType, subject.values[mode]) : null;
+  return text === null || isBlank(text) ? null : text;
+}
+
+/** Whether a text is empty or only white space: no identifier. */
+export function isBlank(text: string): boolean {
+  return text.trim() === '';
 }
 
 /** The subjects a provider's identifier names under `mode` (usually one; a non-unique field may give more). */
@@ -21,6 +28,7 @@ export async function subjectsByIdentifier(
   identifier: string,
   config: SubjectConfig,
 ): Promise<string[]> {
+  if (isBlank(identifier)) return [];
   if (mode === 'Id') {
     const id = await findSubjectId(db, tenantId, identifier);
     return id ? [id] : [];

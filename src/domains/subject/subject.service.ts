@@ -84,6 +84,28 @@ async function parseValues(
   return parsed.values;
 }
 
+/**
+ * An empty or blank text in a matching field or the ExternalId field is a 400 (P87): it identifies no
+ * subject, and a provider asked for it could fail a call shared with other subjects.
+ */
+function reportBlankIdentifiers(
+  config: SubjectConfig,
+  items: readonly SentValue[],
+  changes: Map<string, StoredValue | null>,
+  base: string,
+  errors: ErrorCollector,
+): void {
+  const identifying = new Set([...config.matchingKeys, ...(config.externalIdKey ? [config.externalIdKey] : [])]);
+  items.forEach((item, i) => {
+    const v = changes.get(item.key);
+    if (!identifying.has(item.key) || v === null || v === undefined) return;
+    if ((Array.isArray(v) ? v : [v]).some((e) => typeof e === 'string' && e.trim() === '')) {
+      const what = config.matchingKeys.includes(item.key) ? 'matching field' : 'ExternalId field';
+      errors.add(`${base}[${i}].value`, `The ${what} '${item.key}' must not be empty or only white space.`);
+    }
+  });
+}
+
 function merge(current: Record<string, unknown>, changes: Map<string, StoredValue | null>): Record<string, unknown> {
   const next = { ...current };
   for (const [k, v] of changes) {
@@ -196,6 +218,7 @@ export async function upsertSubject(
   const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
   const errors = new ErrorCollector();
   const changes = await parseValues(db, tenantId, config, input.customFieldValues, 'customFieldValues', errors);
+  reportBlankIdentifiers(config, input.customFieldValues, changes, 'customFieldValues', errors);
   // Without matching fields every subject would match every other one (D7 needs them to identify).
   if (config.matchingKeys.length === 0) throw new ConflictError('The tenant has no subject matching fields configured.');
   for (const k of config.matchingKeys) {
@@ -250,6 +273,7 @@ export async function updateSubject(
   const errors = new ErrorCollector();
   // Problems are named under the list as sent (D5: CustomFieldValues is accepted as an alias).
   const changes = await parseValues(db, tenantId, config, customFields, base, errors);
+  reportBlankIdentifiers(config, customFields, changes, base, errors);
   customFields.forEach((item, i) => {
     if (config.matchingKeys.includes(item.key) && changes.get(item.key) === null) {
       errors.add(`${base}[${i}].value`, `The matching field '${item.key}' cannot be cleared.`);

@@ -6,7 +6,12 @@ import { isSecretHash } from '../auth/secrets.js';
 import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/invitation-mail.js';
 import { canonicalKeys } from '../../core/input.js';
 
-const key = z.string().min(1, 'must not be empty').max(200, 'must be at most 200 characters');
+const key = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(200, 'must be at most 200 characters')
+  // A blank key names nothing (P87): a blank matching field would identify subjects by blank values.
+  .refine((k) => k.trim() !== '', 'must not be only white space');
 const dataType = z.enum(DATA_TYPES as [DataTypeName, ...DataTypeName[]]);
 
 const subjectField = z.strictObject({
@@ -116,7 +121,7 @@ const tenant = z.strictObject({
         clientId: z.string().min(1).optional(),
         clientSecret: z.string().min(1).optional(),
         scope: z.string().min(1).optional(),
-        subjectIdentifier: z.string().min(1).default('ExternalId'),
+        subjectIdentifier: key.default('ExternalId'),
         inboundClientIds: z.array(z.string().min(1)).default([]),
       }),
     )
@@ -251,6 +256,16 @@ export function referenceRules(t: unknown, ti: number, known: KnownKeys): FileIs
   list(prop(t, 'users')).forEach((u, ui) =>
     list(prop(u, 'groupKeys')).forEach((k, i) => check(k, groups, 'group', 'users', ui, 'groupKeys', i)),
   );
+  // What the provider's SubjectIdentifier means (D3): ExternalId, Id or a subject field (P87).
+  list(prop(t, 'dataSources')).forEach((d, di) => {
+    const mode = text(prop(d, 'subjectIdentifier'));
+    if (mode !== undefined && mode !== 'ExternalId' && mode !== 'Id' && !fields.has(mode)) {
+      out.push({
+        path: at('dataSources', di, 'subjectIdentifier'),
+        message: `unknown subject field '${mode}'; use ExternalId, Id or a subject field key`,
+      });
+    }
+  });
   list(prop(t, 'dataExtracts')).forEach((x, xi) =>
     check(prop(x, 'dataSourceKey'), sources, 'data source', 'dataExtracts', xi, 'dataSourceKey'),
   );

@@ -1,0 +1,226 @@
+import { sql } from 'kysely';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SecretBox } from '../src/domains/data/secret-box.js';
+import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { type TestApp, expectValidation, startApp, tenantConfig } from './helpers.js';
+import { type DataTenant, FakeProvider, SUBJECTS_WITH_POINTS, createDataTenant, eventually, providerDataSource } from './fake-provider.js';
+
+// Issue 30, F6 (P87, P90): one bad identifier fails one subject. An empty or blank matching value (the
+// ExternalId the provider is asked for) is a 400 at upsert and PATCH, REST and GraphQL, and in the tenant
+// file; a subject stored with one before is never asked for; a node of a provider's answer that is bad
+// fails only the subject it names, and is no provider failure for the circuit breaker.
+// Issue 30, F7 (P88): the breaker keeps D10 (a flagged or never-cached read goes to the provider): an open
+// circuit refuses only reads that have older data to serve; a read with nothing to serve is its probe at
+// once (one at a time, the others waiting for it), and reads are fresh within 2 s of a recovery.
+
+interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+const OPENED = 'data provider circuit opened';
+const logs: LogLine[] = [];
+let app: TestApp;
+const providers: FakeProvider[] = [];
+
+beforeAll(async () => {
+  // One attempt per call: a read is one call through the breaker.
+  app = await startApp(
+    { LOG_LEVEL: 'info', PROVIDER_RETRIES: '0', PROVIDER_BACKOFF_MS: '1' },
+    { logStream: { write: (line: string) => logs.push(JSON.parse(line) as LogLine) } },
+  );
+});
+afterAll(async () => {
+  await app?.close();
+  await Promise.all(providers.map((p) => p.close()));
+});
+
+/** A data tenant of `count` subjects on a fresh fake provider (a circuit of its own), and the log lines from now on. */
+async function setup(count = 10) {
+  const provider = await new FakeProvider().start();
+  provider.pageSize = 1000;
+  providers.push(provider);
+  const from = logs.length;
+  const t = await createDataTenant(app, provider, count);
+  return { provider, t, lines: (msg: string) => logs.slice(from).filter((l) => l.msg === msg) };
+}
+
+/** A read of one subject's `steps` points: their count and whether they were stale, or the error code. */
+async function read(t: DataTenant, subject: string): Promise<{ count: number; stale: boolean } | string> {
+  const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }`, {
+    id: t.subjects.get(subject),
+  });
+  expect(r.status).toBe(200);
+  return (
+    r.body.errors?.[0]?.extensions?.code ?? {
+      count: r.body.data.subject.dataPoints.totalCount,
+      stale: r.body.extensions?.staleData !== undefined,
+    }
+  );
+}
+
+const FRESH = { count: 3, stale: false };
+
+/** Three valid points of a subject, as the fake provider makes them by default. */
+const threePoints = (identifier: string) =>
+  [5, 40, 300].map((value, n) => ({
+    Id: `${identifier || 'X'}-${n + 1}`,
+    SubjectIdentifier: identifier,
+    DataPointItems: [
+      { Key: 'value', Value: { DataType: 'Integer', Value: value } },
+      { Key: 'day', Value: { DataType: 'Date', Value: `2026-11-0${n + 1}` } },
+    ],
+  }));
+const sv = (key: string, value: string) => ({ Key: key, Value: { String: { Value: value } } });
+
+describe('one bad identifier fails one subject (F6)', () => {
+  it.each([
+    ['an empty', ''],
+    ['a blank', ' \t '],
+  ])('%s matching value is a 400 at REST and GraphQL upsert and PATCH, and nothing is written', async (_what, blank) => {
+    const { t } = await setup(1);
+    const upsert = await t.api.post('/api/v2/messaging/subject', {
+      CustomFieldValues: [sv('employeeNumber', blank), sv('fullName', 'Nobody')],
+    });
+    expectValidation(upsert, 'CustomFieldValues[0].Value');
+    const gqlUpsert = await t.api.gql(`mutation($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created } }`, {
+      input: {
+        customFieldValues: [
+          { key: 'employeeNumber', value: { String: { value: blank } } },
+          { key: 'fullName', value: { String: { value: 'Nobody' } } },
+        ],
+      },
+    });
+    expect(gqlUpsert.body.errors[0].extensions).toMatchObject({ status: 400 });
+    expect(JSON.stringify(gqlUpsert.body.errors[0])).toMatch(/matching field 'employeeNumber' must not be empty/);
+
+    const id = t.subjects.get('E-01')!;
+    expectValidation(await t.api.patch(`/api/v2/subject/${id}`, { CustomFields: [sv('employeeNumber', blank)] }), 'CustomFields[0].Value');
+    const gqlPatch = await t.api.gql(`mutation($input: UpdateSubjectInput!) { updateSubject(input: $input) { subject { externalId } } }`, {
+      input: { id, customFields: [{ key: 'employeeNumber', value: { String: { value: blank } } }] },
+    });
+    expect(gqlPatch.body.errors[0].extensions).toMatchObject({ status: 400 });
+
+    const list = await t.api.get('/api/v2/subject');
+    expect(list.body.Edges.map((e: any) => e.Node.ExternalId)).toEqual(['E-01']);
+  });
+
+  it('the tenant file refuses a blank matching field key and a data source identifier that names no field', async () => {
+    const apply = (overrides: Record<string, unknown>) =>
+      applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), { tenants: [tenantConfig(overrides)] }).catch(
+        (e: unknown) => e,
+      );
+    const provider = await new FakeProvider().start();
+    providers.push(provider);
+    const blankKey = await apply({ matchingFieldKeys: [' '] });
+    expect(blankKey).toBeInstanceOf(TenantConfigError);
+    expect((blankKey as TenantConfigError).problems.map((p) => p.path)).toContain('tenants[0].matchingFieldKeys[0]');
+    for (const subjectIdentifier of ['  ', 'noSuchField']) {
+      const err = await apply({ dataSources: [{ ...providerDataSource(provider), subjectIdentifier }] });
+      expect(err, subjectIdentifier).toBeInstanceOf(TenantConfigError);
+      expect((err as TenantConfigError).problems.map((p) => p.path)).toContain('tenants[0].dataSources[0].subjectIdentifier');
+    }
+    // A subject field is a valid identifier.
+    expect(await apply({ dataSources: [{ ...providerDataSource(provider), subjectIdentifier: 'email' }] })).not.toBeInstanceOf(Error);
+  });
+
+  it('a subject stored with an empty ExternalId is never asked for: it has no data points, the others theirs', async () => {
+    const { provider, t } = await setup(4);
+    // As written before upserts refused it.
+    await sql`UPDATE subject SET external_id = '', values = jsonb_set(values, '{employeeNumber}', '""')
+      WHERE id = ${t.subjects.get('E-02')!}`.execute(app.handle.db);
+    // A provider that answers whatever it is asked for, "" included.
+    provider.data = (identifier) => threePoints(identifier);
+    const r = await t.api.gql(SUBJECTS_WITH_POINTS, { first: 10, extract: 'steps' });
+    expect(r.body.errors).toBeUndefined();
+    expect(r.body.data.subjects.edges.map((e: any) => [e.node.externalId, e.node.dataPoints.totalCount]).sort()).toEqual([
+      ['', 0],
+      ['E-01', 3],
+      ['E-03', 3],
+      ['E-04', 3],
+    ]);
+    expect(provider.calls.flatMap((c) => c.body.SubjectIdentifiers)).not.toContain('');
+  });
+
+  it('a bad point in the answer fails only the subject it names, and no breaker opens however often it comes', async () => {
+    const { provider, t, lines } = await setup(10);
+    provider.data = (identifier) =>
+      identifier === 'E-02'
+        ? [{ Id: 'bad', SubjectIdentifier: 'E-02', DataPointItems: [{ Key: 'value', Value: { DataType: 'Integer', Value: 'nine' } }] }]
+        : identifier === 'E-03'
+          ? [...threePoints(identifier), { Id: 'orphan', SubjectIdentifier: '', DataPointItems: [] }]
+          : threePoints(identifier);
+    // More batches than open a circuit when they fail (PROVIDER_BREAKER_FAILURES 5).
+    for (let i = 0; i < 7; i++) {
+      const r = await t.api.gql(SUBJECTS_WITH_POINTS, { first: 10, extract: i % 2 ? 'steps' : 'hr' });
+      expect(r.body.errors).toHaveLength(1);
+      expect(r.body.errors[0].extensions.code).toBe('PROVIDER_UNAVAILABLE');
+      expect(r.body.errors[0].path).toEqual(['subjects', 'edges', 1, 'node', 'dataPoints']);
+      expect(r.body.errors[0].message).toMatch(/invalid at Edges\.\d+\.Node\.DataPointItems\.0\.Value\.Value/);
+      const counts = r.body.data.subjects.edges.map((e: any) => e.node.dataPoints?.totalCount ?? null);
+      expect(counts).toEqual([3, null, 3, 3, 3, 3, 3, 3, 3, 3]);
+    }
+    expect(lines(OPENED)).toEqual([]);
+    // E-02 was asked for each time (nothing of it is cached), the others once per extract.
+    expect(provider.fetches()).toHaveLength(7);
+    expect(lines('data provider answered invalid data points').length).toBe(7);
+  });
+});
+
+describe('the breaker keeps D10 (F7)', () => {
+  /** Opens the data source's circuit: five reads of subjects with nothing cached fail. */
+  async function open(provider: FakeProvider, t: DataTenant, lines: (msg: string) => LogLine[]) {
+    provider.always = { status: 500 };
+    for (let i = 0; i < 5; i++) expect(await read(t, 'E-01')).toBe('PROVIDER_UNAVAILABLE');
+    expect(lines(OPENED)).toHaveLength(1);
+  }
+
+  it('with the circuit open, a read with nothing cached goes to the provider: the first one after a recovery is fresh', async () => {
+    const { provider, t, lines } = await setup(3);
+    await open(provider, t, lines);
+    const before = provider.fetches().length;
+    // Still failing: the read is the probe, at once (no refusal without a call).
+    expect(await read(t, 'E-02')).toBe('PROVIDER_UNAVAILABLE');
+    expect(provider.fetches()).toHaveLength(before + 1);
+    provider.always = undefined;
+    expect(await read(t, 'E-02')).toEqual(FRESH);
+    expect(await read(t, 'E-03')).toEqual(FRESH);
+  });
+
+  it('while the circuit is open, one read with nothing cached calls the provider at a time; the others wait for it', async () => {
+    const { provider, t, lines } = await setup(6);
+    await open(provider, t, lines);
+    // Healthy again, but slow: the probe is in flight while the other reads arrive.
+    provider.always = { delayMs: 400 };
+    provider.maxInFlight = 0;
+    const reads = Promise.all(['E-02', 'E-03', 'E-04', 'E-05', 'E-06'].map((s) => read(t, s)));
+    await eventually(() => provider.inFlight === 1);
+    await sleep(250);
+    expect(provider.inFlight).toBe(1);
+    expect(await reads).toEqual(Array(5).fill(FRESH));
+  });
+
+  it('reads served stale while the provider failed for 10 s are fresh again within 2 s of its recovery', async () => {
+    const { provider, t } = await setup(3);
+    expect(await read(t, 'E-01')).toEqual(FRESH);
+    provider.always = { status: 500 };
+    // E-01 flagged (a refresh): its reads go to the provider, and have older data to serve.
+    expect((await t.api.post('/api/v1/dataSet/steps/refresh')).status).toBe(200);
+    const outageEnds = Date.now() + 10_000;
+    while (Date.now() < outageEnds) {
+      expect(await read(t, 'E-01')).toEqual({ count: 3, stale: true });
+      await sleep(100);
+    }
+    provider.always = undefined;
+    const recovered = Date.now();
+    for (;;) {
+      const r = await read(t, 'E-01');
+      if (typeof r === 'object' && !r.stale) break;
+      await sleep(50);
+    }
+    // Probes every 1.5 s at most (PROVIDER_BREAKER_OPEN_MS): the issue's goal of 2 s, with room for the calls.
+    expect(Date.now() - recovered).toBeLessThanOrEqual(2000);
+  }, 30_000);
+});
