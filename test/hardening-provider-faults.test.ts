@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../src/domains/data/secret-box.js';
 import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
-import { type TestApp, expectValidation, startApp, tenantConfig } from './helpers.js';
+import { ApiClient, type TestApp, expectValidation, startApp, startPeer, tenantConfig } from './helpers.js';
 import { type DataTenant, FakeProvider, SUBJECTS_WITH_POINTS, createDataTenant, eventually, providerDataSource } from './fake-provider.js';
 
 // Issue 30, F6 (P87, P90): one bad identifier fails one subject. An empty or blank matching value (the
@@ -200,6 +200,42 @@ describe('the breaker keeps D10 (F7)', () => {
     await sleep(250);
     expect(provider.inFlight).toBe(1);
     expect(await reads).toEqual(Array(5).fill(FRESH));
+  });
+
+  it('an aggregate over many chunks, with the circuit open and the provider still failing, costs one probe', async () => {
+    const { provider, t } = await setup(10);
+    // An instance (a circuit of its own) that asks for 2 subjects per call, one call at a time.
+    const peer = await startPeer(app, { PROVIDER_BATCH_SIZE: '2', PROVIDER_READ_CONCURRENCY: '1' });
+    try {
+      const api = new ApiClient(peer.url, t.api.token);
+      provider.always = { status: 500 };
+      const one = `query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }`;
+      for (let i = 0; i < 5; i++) {
+        const r = await api.gql(one, { id: t.subjects.get('E-01') });
+        expect(r.body.errors[0].extensions.code).toBe('PROVIDER_UNAVAILABLE');
+      }
+      const before = provider.fetches().length;
+      const r = await api.gql(
+        `query($input: DataPointAggregatesInput!) { dataPointAggregates(input: $input) {
+          coverage { subjectCount unavailableSubjectCount } } }`,
+        {
+          input: {
+            extractKey: 'steps',
+            valueItemKey: 'value',
+            timeItemKey: 'day',
+            interval: 'MONTH',
+            from: '2026-11-01',
+            to: '2026-12-01',
+          },
+        },
+      );
+      // No subject has data: the aggregate as a whole is unavailable.
+      expect(r.body.errors[0].extensions.code).toBe('PROVIDER_UNAVAILABLE');
+      // The first of its five calls probed; the others, with nothing to serve either, were refused.
+      expect(provider.fetches().length - before).toBe(1);
+    } finally {
+      await peer.close();
+    }
   });
 
   it('reads served stale while the provider failed for 10 s are fresh again within 2 s of its recovery', async () => {

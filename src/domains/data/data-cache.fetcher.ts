@@ -100,9 +100,12 @@ export class CacheFetcher {
     // One reader's many chunks (an aggregate over thousands of subjects) go out a few at a time: the
     // provider is not flooded, and each answer is stored before the time-outs of the later calls run.
     const queue = limit ?? (groups.length > size ? readerQueue(this.config.PROVIDER_READ_CONCURRENCY) : (run: Run) => run());
+    // Once one chunk's call failed, the later ones no longer probe an open circuit (P88): an aggregate
+    // over many chunks costs a failing provider one probe, not one per chunk in turn.
+    const calls = { failed: false };
     for (let i = 0; i < groups.length; i += size) {
       const chunk = groups.slice(i, i + size).flat();
-      const result = queue(() => this.fetchChunk(tenantId, extract, chunk, gen, limit !== undefined));
+      const result = queue(() => this.fetchChunk(tenantId, extract, chunk, gen, limit !== undefined, calls));
       for (const w of chunk) {
         const key = cacheKey(tenantId, extract.key, w.subject.id);
         const outcome = result.then(
@@ -126,6 +129,7 @@ export class CacheFetcher {
     wants: readonly Want[],
     gen: number,
     background: boolean,
+    calls: { failed: boolean },
   ): Promise<Map<string, Outcome>> {
     const identifiers = [...new Set(wants.map((w) => w.subject.identifier))];
     let points: DataPoint[];
@@ -136,9 +140,10 @@ export class CacheFetcher {
         { key: extract.key, options: extract.options },
         identifiers,
         // D10: a subject with nothing cached goes to the provider, open circuit or not (P88).
-        wants.some((w) => !w.fallback),
+        !calls.failed && wants.some((w) => !w.fallback),
       ));
     } catch (e) {
+      calls.failed = true;
       // While a circuit is open, reads with older data to serve are refused: its state changes are logged (by the client), not each refusal.
       const level = e instanceof CircuitOpenError ? 'debug' : 'warn';
       this.log[level](
