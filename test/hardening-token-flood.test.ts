@@ -84,7 +84,7 @@ describe('1,000 bad-secret token requests in flight from another address (F11)',
   afterAll(() => app?.close());
 
   it(
-    'a valid client gets its token within 1 s, floods get fast 429s with Retry-After, the other tenant lists as before',
+    'a valid client gets its token within 1 s, floods get fast 429s with Retry-After, the other tenant keeps listing',
     { timeout: 90_000 },
     async () => {
       // The valid client had a token before (its secret verified once); SECOND never had one.
@@ -163,6 +163,8 @@ describe('bad secrets for a client from its own address (F11)', () => {
   });
 
   it('with 1,000 in flight from the same address, the verified client gets its token within 1 s', { timeout: 90_000 }, async () => {
+    // Its secret verified before the flood (again, should this test run alone).
+    expect((await timedToken(app, tenantKey, FULL_CLIENT.clientId, FULL_CLIENT.clientSecret)).status).toBe(200);
     const bodies = Array.from({ length: 50 }, (_, i) =>
       form({ tenant_key: tenantKey, client_id: i % 2 ? FULL_CLIENT.clientId : `nobody-${i}`, client_secret: `wrong-${i}` }),
     );
