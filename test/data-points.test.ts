@@ -228,22 +228,6 @@ describe('provider failures (D10)', () => {
     ['a 500', () => (provider.always = { status: 500 })],
     ['malformed JSON', () => (provider.always = { status: 200, body: '{"PageInfo": ' })],
     ['a wrong shape', () => (provider.always = { status: 200, body: JSON.stringify({ PageInfo: { HasNextPage: false }, Edges: 'no' }) })],
-    [
-      'an item value of the wrong type',
-      () =>
-        (provider.always = {
-          status: 200,
-          body: JSON.stringify({
-            PageInfo: { HasNextPage: false, HasPreviousPage: false, TotalCount: 1 },
-            Edges: [
-              {
-                Cursor: 'a',
-                Node: { Id: 'x', SubjectIdentifier: 'E-02', DataPointItems: [{ Key: 'v', Value: { DataType: 'Integer', Value: 'nine' } }] },
-              },
-            ],
-          }),
-        }),
-    ],
     ['too slow an answer', () => (provider.always = { delayMs: 1500 })],
   ];
 
@@ -268,6 +252,36 @@ describe('provider failures (D10)', () => {
       await eventually(async () => (await t.api.gql(ONE_SUBJECT, { id, extract: 'steps' })).body.extensions?.staleData === undefined);
     });
   }
+
+  it('drops an item value of the wrong type, no failure: the answer is stored without that point (P90)', async () => {
+    provider.always = undefined;
+    const id = t.subjects.get('E-02')!;
+    expect((await t.api.gql(ONE_SUBJECT, { id, extract: 'steps' })).body.data.subject.dataPoints.totalCount).toBe(3);
+    expect((await t.api.post('/api/v1/dataSet/steps/refresh')).status).toBe(200);
+    provider.always = {
+      status: 200,
+      body: JSON.stringify({
+        PageInfo: { HasNextPage: false, HasPreviousPage: false, TotalCount: 2 },
+        Edges: [
+          {
+            Cursor: 'a',
+            Node: { Id: 'x', SubjectIdentifier: 'E-02', DataPointItems: [{ Key: 'v', Value: { DataType: 'Integer', Value: 'nine' } }] },
+          },
+          {
+            Cursor: 'b',
+            Node: { Id: 'y', SubjectIdentifier: 'E-02', DataPointItems: [{ Key: 'v', Value: { DataType: 'Integer', Value: 9 } }] },
+          },
+        ],
+      }),
+    };
+    for (let i = 0; i < 2; i++) {
+      const r = await t.api.gql(ONE_SUBJECT, { id, extract: 'steps' });
+      expect(r.body.errors).toBeUndefined();
+      expect(r.body.extensions?.staleData).toBeUndefined();
+      expect(r.body.data.subject.dataPoints.edges.map((e: any) => e.node.id)).toEqual(['y']);
+    }
+    provider.always = undefined;
+  });
 
   it('answers PROVIDER_UNAVAILABLE on the field when nothing is cached, other fields answered, the service ready', async () => {
     provider.always = { status: 503 };

@@ -9,10 +9,12 @@ import { type DataTenant, FakeProvider, SUBJECTS_WITH_POINTS, createDataTenant, 
 // Issue 30, F6 (P87, P90): one bad identifier fails one subject. An empty or blank matching value (the
 // ExternalId the provider is asked for) is a 400 at upsert and PATCH, REST and GraphQL, and in the tenant
 // file; a subject stored with one before is never asked for; a node of a provider's answer that is bad
-// fails only the subject it names, and is no provider failure for the circuit breaker.
+// is dropped with a logged reason, its subject's valid points stored (no re-fetch on every read), and is
+// no provider failure for the circuit breaker.
 // Issue 30, F7 (P88): the breaker keeps D10 (a flagged or never-cached read goes to the provider): an open
 // circuit refuses only reads that have older data to serve; a read with nothing to serve is its probe at
-// once (one at a time, the others waiting for it), and reads are fresh within 2 s of a recovery.
+// once (one at a time, the others waiting for it), also after another chunk of the same aggregate was
+// refused, and reads are fresh within 2 s of a recovery.
 
 interface LogLine {
   level: number;
@@ -144,32 +146,73 @@ describe('one bad identifier fails one subject (F6)', () => {
     expect(provider.calls.flatMap((c) => c.body.SubjectIdentifiers)).not.toContain('');
   });
 
-  it('a bad point in the answer fails only the subject it names, and no breaker opens however often it comes', async () => {
-    const { provider, t, lines } = await setup(10);
+  it('a bad point in the answer is dropped with a logged reason, the valid points stored: no re-fetch, no breaker', async () => {
+    const { provider, t, lines } = await setup(5);
+    const bad = (identifier: string, n: number) => ({
+      Id: `bad-${n}`,
+      SubjectIdentifier: identifier,
+      DataPointItems: [{ Key: 'value', Value: { DataType: 'Integer', Value: 'nine' } }],
+    });
     provider.data = (identifier) =>
       identifier === 'E-02'
-        ? [{ Id: 'bad', SubjectIdentifier: 'E-02', DataPointItems: [{ Key: 'value', Value: { DataType: 'Integer', Value: 'nine' } }] }]
+        ? [...threePoints(identifier).slice(0, 2), bad(identifier, 2)]
         : identifier === 'E-03'
           ? [...threePoints(identifier), { Id: 'orphan', SubjectIdentifier: '', DataPointItems: [] }]
-          : threePoints(identifier);
-    // More batches than open a circuit when they fail (PROVIDER_BREAKER_FAILURES 5).
-    for (let i = 0; i < 7; i++) {
-      const r = await t.api.gql(SUBJECTS_WITH_POINTS, { first: 10, extract: i % 2 ? 'steps' : 'hr' });
-      expect(r.body.errors).toHaveLength(1);
-      expect(r.body.errors[0].extensions.code).toBe('PROVIDER_UNAVAILABLE');
-      expect(r.body.errors[0].path).toEqual(['subjects', 'edges', 1, 'node', 'dataPoints']);
-      expect(r.body.errors[0].message).toMatch(/invalid at Edges\.\d+\.Node\.DataPointItems\.0\.Value\.Value/);
-      const counts = r.body.data.subjects.edges.map((e: any) => e.node.dataPoints?.totalCount ?? null);
-      expect(counts).toEqual([3, null, 3, 3, 3, 3, 3, 3, 3, 3]);
+          : identifier === 'E-04'
+            ? [bad(identifier, 4)]
+            : threePoints(identifier);
+    const counts = async () => {
+      const r = await t.api.gql(SUBJECTS_WITH_POINTS, { first: 10, extract: 'steps' });
+      expect(r.body.errors).toBeUndefined();
+      expect(r.body.extensions?.staleData).toBeUndefined();
+      return r.body.data.subjects.edges.map((e: any) => [e.node.externalId, e.node.dataPoints.totalCount]);
+    };
+    const expected = [
+      ['E-01', 3],
+      ['E-02', 2],
+      ['E-03', 3],
+      ['E-04', 0],
+      ['E-05', 3],
+    ];
+    // Stored like any answer: the reads after the first are served from the cache.
+    for (let i = 0; i < 5; i++) expect(await counts()).toEqual(expected);
+    expect(provider.fetches()).toHaveLength(1);
+    const [warning, ...more] = lines('data provider answered invalid data points');
+    expect(more).toEqual([]);
+    expect(warning).toMatchObject({ level: 40, droppedPoints: 2, ignoredPoints: 1 });
+    expect(warning!['points']).toEqual(
+      expect.arrayContaining([
+        {
+          subjectIdentifier: 'E-02',
+          subjectIds: [t.subjects.get('E-02')],
+          pointId: 'bad-2',
+          reason: expect.stringMatching(/^Edges\.\d+\.Node\.DataPointItems\.0\.Value\.Value: An Integer value/),
+        },
+        expect.objectContaining({ subjectIdentifier: 'E-04', pointId: 'bad-4' }),
+        expect.objectContaining({ subjectIdentifier: '', subjectIds: [], pointId: 'orphan' }),
+      ]),
+    );
+    // Re-fetched again and again (a refresh each time): the calls succeed for the circuit breaker.
+    for (let i = 0; i < 6; i++) {
+      expect((await t.api.post('/api/v1/dataSet/steps/refresh')).status).toBe(200);
+      expect(await counts()).toEqual(expected);
     }
+    expect(provider.fetches().length).toBeGreaterThanOrEqual(7);
     expect(lines(OPENED)).toEqual([]);
-    // E-02 was asked for each time (nothing of it is cached), the others once per extract.
-    expect(provider.fetches()).toHaveLength(7);
-    expect(lines('data provider answered invalid data points').length).toBe(7);
   });
 });
 
 describe('the breaker keeps D10 (F7)', () => {
+  /** The November aggregate of `steps` over every subject, with its coverage. */
+  const aggregate = (api: ApiClient) =>
+    api.gql(
+      `query($input: DataPointAggregatesInput!) { dataPointAggregates(input: $input) {
+        coverage { subjectCount staleSubjectCount unavailableSubjectCount } } }`,
+      {
+        input: { extractKey: 'steps', valueItemKey: 'value', timeItemKey: 'day', interval: 'MONTH', from: '2026-11-01', to: '2026-12-01' },
+      },
+    );
+
   /** Opens the data source's circuit: five reads of subjects with nothing cached fail. */
   async function open(provider: FakeProvider, t: DataTenant, lines: (msg: string) => LogLine[]) {
     provider.always = { status: 500 };
@@ -215,24 +258,52 @@ describe('the breaker keeps D10 (F7)', () => {
         expect(r.body.errors[0].extensions.code).toBe('PROVIDER_UNAVAILABLE');
       }
       const before = provider.fetches().length;
-      const r = await api.gql(
-        `query($input: DataPointAggregatesInput!) { dataPointAggregates(input: $input) {
-          coverage { subjectCount unavailableSubjectCount } } }`,
-        {
-          input: {
-            extractKey: 'steps',
-            valueItemKey: 'value',
-            timeItemKey: 'day',
-            interval: 'MONTH',
-            from: '2026-11-01',
-            to: '2026-12-01',
-          },
-        },
-      );
+      const r = await aggregate(api);
       // No subject has data: the aggregate as a whole is unavailable.
       expect(r.body.errors[0].extensions.code).toBe('PROVIDER_UNAVAILABLE');
       // The first of its five calls probed; the others, with nothing to serve either, were refused.
       expect(provider.fetches().length - before).toBe(1);
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('an aggregate whose first chunk is refused (older data to serve) still probes for the later ones with nothing cached', async () => {
+    const { provider, t } = await setup(6);
+    // The order in which an aggregate asks for the subjects: one failed call of this instance's.
+    provider.always = { status: 500 };
+    expect((await aggregate(t.api)).body.errors[0].extensions.code).toBe('PROVIDER_UNAVAILABLE');
+    const order: string[] = provider.fetches().at(-1)!.body.SubjectIdentifiers;
+    expect(order).toHaveLength(6);
+    // An instance asking for 2 subjects per call, one call at a time, whose sets are old after 1 s, and
+    // whose circuit, once open, waits a minute before its timed probe.
+    const peer = await startPeer(app, {
+      PROVIDER_BATCH_SIZE: '2',
+      PROVIDER_READ_CONCURRENCY: '1',
+      CACHE_TTL_SECONDS: '1',
+      PROVIDER_BREAKER_PROBE_MS: '60000',
+      PROVIDER_BREAKER_OPEN_MS: '60000',
+    });
+    try {
+      const onPeer = { ...t, api: new ApiClient(peer.url, t.api.token) };
+      provider.always = undefined;
+      // The first chunk's subjects have data (old by the time of the aggregate), the others nothing.
+      for (const s of order.slice(0, 2)) expect(await read(onPeer, s)).toEqual(FRESH);
+      provider.always = { status: 500 };
+      for (let i = 0; i < 5; i++) expect(await read(onPeer, order[5]!)).toBe('PROVIDER_UNAVAILABLE');
+      await sleep(1100);
+      provider.always = undefined;
+      const before = provider.fetches().length;
+      const r = await aggregate(onPeer.api);
+      expect(r.body.errors).toBeUndefined();
+      // The first chunk refused by the open circuit (served stale), the second the probe, the third a call.
+      expect(r.body.data.dataPointAggregates.coverage).toEqual({ subjectCount: 6, staleSubjectCount: 2, unavailableSubjectCount: 0 });
+      expect(
+        provider
+          .fetches()
+          .slice(before)
+          .map((c) => c.body.SubjectIdentifiers),
+      ).toEqual([order.slice(2, 4), order.slice(4)]);
     } finally {
       await peer.close();
     }

@@ -21,6 +21,9 @@ export interface Want {
 
 type Run = () => Promise<Map<string, Outcome>>;
 
+/** Invalid points named in the log line of one provider call (a whole bad answer is not written out). */
+const LOGGED_REJECTS = 20;
+
 /** Runs a provider call when its turn comes (the background re-fetches' bulkhead). */
 export type Limit = (fn: Run) => Promise<Map<string, Outcome>>;
 
@@ -134,16 +137,19 @@ export class CacheFetcher {
     const identifiers = [...new Set(wants.map((w) => w.subject.identifier))];
     let points: DataPoint[];
     let rejected: RejectedPoint[];
+    // D10: a subject with nothing cached goes to the provider, open circuit or not (P88).
+    const mustReach = !calls.failed && wants.some((w) => !w.fallback);
     try {
       ({ points, rejected } = await this.provider.fetchAll(
         this.sourceOf(tenantId, extract),
         { key: extract.key, options: extract.options },
         identifiers,
-        // D10: a subject with nothing cached goes to the provider, open circuit or not (P88).
-        !calls.failed && wants.some((w) => !w.fallback),
+        mustReach,
       ));
     } catch (e) {
-      calls.failed = true;
+      // An open circuit refusing a call with older data to serve says nothing of the provider now: the
+      // later chunks with nothing cached still probe. Refused after a probe (mustReach), it failed.
+      if (!(e instanceof CircuitOpenError) || mustReach) calls.failed = true;
       // While a circuit is open, reads with older data to serve are refused: its state changes are logged (by the client), not each refusal.
       const level = e instanceof CircuitOpenError ? 'debug' : 'warn';
       this.log[level](
@@ -152,32 +158,32 @@ export class CacheFetcher {
       );
       return new Map(wants.map((w) => [w.subject.id, failedOutcome(w, extract, (e as Error).message)]));
     }
-    // A node that is not a valid data point fails the subject it names (served stale or unavailable, not
-    // stored); one naming no subject that was asked for is ignored, like any point of another subject (P90).
-    const failed = new Map<string, string>();
+    // A node that is not a valid data point is dropped, and the subject's valid points stored as usual:
+    // a bad point costs no re-fetch on every read, nor the breaker anything (P90). One naming no subject
+    // asked for is ignored, like any point of another subject.
     if (rejected.length > 0) {
       const asked = new Set(identifiers);
-      let ignored = 0;
-      for (const r of rejected) {
-        if (r.subjectIdentifier !== undefined && asked.has(r.subjectIdentifier)) failed.set(r.subjectIdentifier, r.reason);
-        else ignored++;
-      }
-      // The provider's fault, not the service's: a warning, once per call.
+      const dropped = rejected.filter((r) => r.subjectIdentifier !== undefined && asked.has(r.subjectIdentifier)).length;
+      // The provider's fault, not the service's: a warning per call, naming each point (the first few).
       this.log.warn(
-        { extract: extract.key, dataSource: extract.source.key, subjects: failed.size, ignoredPoints: ignored, err: rejected[0]!.reason },
+        {
+          extract: extract.key,
+          dataSource: extract.source.key,
+          droppedPoints: dropped,
+          ignoredPoints: rejected.length - dropped,
+          points: rejected.slice(0, LOGGED_REJECTS).map((r) => ({
+            subjectIdentifier: r.subjectIdentifier ?? null,
+            subjectIds: wants.filter((w) => w.subject.identifier === r.subjectIdentifier).map((w) => w.subject.id),
+            pointId: r.pointId ?? null,
+            reason: r.reason,
+          })),
+        },
         'data provider answered invalid data points',
       );
     }
     const bySubject = new Map<string, DataPoint[]>();
     for (const p of points) bySubject.set(p.SubjectIdentifier, [...(bySubject.get(p.SubjectIdentifier) ?? []), p]);
-    const outcomes = new Map<string, Outcome>();
-    const fine: Want[] = [];
-    for (const w of wants) {
-      const reason = failed.get(w.subject.identifier);
-      if (reason === undefined) fine.push(w);
-      else outcomes.set(w.subject.id, failedOutcome(w, extract, `its answer for this subject is invalid at ${reason}`));
-    }
-    const writes: CacheWrite[] = fine.map((w) => {
+    const writes: CacheWrite[] = wants.map((w) => {
       const mine = bySubject.get(w.subject.identifier) ?? [];
       const removed = new Set(w.removedIds);
       return {
@@ -192,7 +198,7 @@ export class CacheFetcher {
     // A background re-fetch that got other data than the row held tells live subscribers (a reader's
     // fetch follows an invalidation they heard of already, or answers the reader who asked).
     const changed = new Set(
-      background ? writes.filter((w, i) => !samePoints(fine[i]!.fallback?.points, w.points)).map((w) => w.subjectId) : [],
+      background ? writes.filter((w, i) => !samePoints(wants[i]!.fallback?.points, w.points)).map((w) => w.subjectId) : [],
     );
     let stored: Map<string, Date>;
     try {
@@ -202,8 +208,7 @@ export class CacheFetcher {
       stored = new Map();
     }
     // What was not stored (invalidated meanwhile) is still this request's answer, just not cached.
-    for (const w of writes) outcomes.set(w.subjectId, { points: w.points, fetchedAt: stored.get(w.subjectId) ?? new Date(), stale: false });
-    return outcomes;
+    return new Map(writes.map((w) => [w.subjectId, { points: w.points, fetchedAt: stored.get(w.subjectId) ?? new Date(), stale: false }]));
   }
 
   private sourceOf(tenantId: string, extract: ExtractWithSource): ProviderSource {

@@ -52,7 +52,7 @@ export function pointValueProblem(type: PointType, value: unknown): string | und
   }
 }
 
-// PostgreSQL cannot store U+0000 in text or jsonb: an answer holding it fails (P34), never half-stored.
+// PostgreSQL cannot store U+0000 in text or jsonb: a point holding it is invalid (dropped, P90).
 // Nor a lone UTF-16 surrogate (JSON's `\ud800` escape): it is repaired to U+FFFD (P84).
 const text = (empty?: string) =>
   (empty === undefined ? z.string() : z.string().min(1, empty))
@@ -106,9 +106,10 @@ export const ProviderPageSchema = z.object({
 // The page without its nodes: what must hold for the answer to be read at all.
 const ProviderFrameSchema = ProviderPageSchema.extend({ Edges: z.array(z.object({ Node: z.unknown(), Cursor: z.string() })) });
 
-/** A node of a provider's answer that is not a valid data point: the subject it names, if it names one, and why. */
+/** A node of a provider's answer that is not a valid data point: the subject and Id it names, if any, and why. */
 export interface RejectedPoint {
   subjectIdentifier: string | undefined;
+  pointId: string | undefined;
   reason: string;
 }
 
@@ -123,7 +124,7 @@ const issueText = (e: z.ZodError, base: string) => {
 
 /**
  * A get-data-points page (its keys canonical): a bad frame (PageInfo, Edges, a Cursor) fails the whole
- * answer; each node is validated on its own, so a node that is bad fails only the subject it names (P90).
+ * answer; each node is validated on its own, so a node that is bad is dropped alone (P90).
  */
 export function readProviderPage(json: unknown): ProviderPage {
   const frame = ProviderFrameSchema.safeParse(json);
@@ -134,8 +135,12 @@ export function readProviderPage(json: unknown): ProviderPage {
     const node = DataPointSchema.safeParse(edge.Node);
     if (node.success) points.push(node.data);
     else {
-      const named = (edge.Node as { SubjectIdentifier?: unknown } | null)?.SubjectIdentifier;
-      rejected.push({ subjectIdentifier: typeof named === 'string' ? named : undefined, reason: issueText(node.error, `Edges.${i}.Node`) });
+      const { SubjectIdentifier: named, Id: id } = (edge.Node ?? {}) as { SubjectIdentifier?: unknown; Id?: unknown };
+      rejected.push({
+        subjectIdentifier: typeof named === 'string' ? named : undefined,
+        pointId: typeof id === 'string' ? id : undefined,
+        reason: issueText(node.error, `Edges.${i}.Node`),
+      });
     }
   });
   return { ok: true, pageInfo: frame.data.PageInfo, points, rejected };

@@ -207,7 +207,7 @@ export class ProviderClient {
   /**
    * Every data point of `subjectIdentifiers` for one extract: the first page, then each `EndCursor` until
    * `HasNextPage` is false (at most PROVIDER_MAX_PAGES pages: more is a failure, not a partial set). The
-   * nodes that are not valid data points come back as `rejected`: they fail their subject, not the call (P90).
+   * nodes that are not valid data points come back as `rejected`: dropped by the caller, not failing the call (P90).
    * `mustReach` (some subject has nothing to serve if this fails): an open circuit does not refuse the
    * call, it makes it its probe, or waits for the probe in flight and goes on as it went (P88).
    */
