@@ -79,3 +79,8 @@ export function textProblem(s: string): string | undefined {
   if (LONE_SURROGATE.test(s)) return 'Must be well-formed Unicode (no lone surrogate).';
   return undefined;
 }
+
+/** Whether a text is empty or only white space (`String.prototype.trim`): no identifier, no matching value (P87). */
+export function isBlank(text: string): boolean {
+  return text.trim() === '';
+}

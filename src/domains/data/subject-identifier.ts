@@ -1,3 +1,4 @@
+import { isBlank } from '../../core/input.js';
 import type { Db, SubjectRow } from '../../db/tables.js';
 import { firstText } from '../subject/subject-values.js';
 import { type SubjectConfig, findSubjectId, findSubjectIdsByFirstValue } from '../subject/subject.repository.js';
@@ -13,11 +14,6 @@ export function identifierOf(mode: string, subject: SubjectRow, config: SubjectC
   const field = mode === 'ExternalId' ? undefined : config.byKey.get(mode);
   const text = mode === 'ExternalId' ? subject.external_id : field ? firstText(field.dataType, subject.values[mode]) : null;
   return text === null || isBlank(text) ? null : text;
-}
-
-/** Whether a text is empty or only white space: no identifier. */
-export function isBlank(text: string): boolean {
-  return text.trim() === '';
 }
 
 /** The subjects a provider's identifier names under `mode` (usually one; a non-unique field may give more). */

@@ -3,6 +3,7 @@ import { type StoredValue, parseSentValues } from '../custom-field/custom-field.
 import type { Db, SubjectRow } from '../../db/tables.js';
 import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
+import { isBlank } from '../../core/input.js';
 import { type Principal, requirePermission } from '../../core/permissions.js';
 import type { Context } from '../../graphql/context.js';
 import { findEntityIdsByKeys, findStructureTypes, shareLockEntitiesByKeys } from '../structural-entity/structural-entity.repository.js';
@@ -99,7 +100,7 @@ function reportBlankIdentifiers(
   items.forEach((item, i) => {
     const v = changes.get(item.key);
     if (!identifying.has(item.key) || v === null || v === undefined) return;
-    if ((Array.isArray(v) ? v : [v]).some((e) => typeof e === 'string' && e.trim() === '')) {
+    if ((Array.isArray(v) ? v : [v]).some((e) => typeof e === 'string' && isBlank(e))) {
       const what = config.matchingKeys.includes(item.key) ? 'matching field' : 'ExternalId field';
       errors.add(`${base}[${i}].value`, `The ${what} '${item.key}' must not be empty or only white space.`);
     }
