@@ -54,11 +54,12 @@ const envSchema = z
     TOKEN_VERIFY_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
     TOKEN_VERIFY_QUEUE_LIMIT: z.coerce.number().int().min(0).max(10_000).default(16),
     /**
-     * Failed client authentications of one client from one address, and from one address in all (0: off,
-     * e.g. behind a proxy), in 15 min before further attempts get 429 with a doubling Retry-After (P81).
+     * Failed client authentications of one client from one address, and distinct clients failing from one
+     * address (0: off, e.g. behind a proxy), in 15 min before further attempts get 429 with a doubling
+     * Retry-After (P81).
      */
     TOKEN_FAILURE_LIMIT: z.coerce.number().int().min(1).max(10_000).default(10),
-    TOKEN_ADDRESS_FAILURE_LIMIT: z.coerce.number().int().min(0).max(1_000_000).default(50),
+    TOKEN_ADDRESS_FAILURE_LIMIT: z.coerce.number().int().min(0).max(1_000_000).default(20),
     /**
      * When set, V8 collects the old generation again once it has grown this many percent past what the
      * last full collection kept (P66): bounds memory by the live heap, at the cost of more full

@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { availableParallelism } from 'node:os';
+import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { verifySecret } from './secrets.js';
@@ -11,7 +12,7 @@ export interface ClientAuthOptions {
   queueLimit: number;
   /** Failed attempts of one client from one address before backoff. */
   failureLimit: number;
-  /** Failed attempts from one address, whatever the client, before backoff; 0: off (behind a proxy). */
+  /** Distinct (client, address) pairs failing from one address before its backoff; 0: off (behind a proxy). */
   addressFailureLimit: number;
 }
 
@@ -21,7 +22,7 @@ export type ClientAuthOutcome<C> =
 
 /** Failures are counted per key for this long (fixed window from the first failure). */
 const WINDOW_SECONDS = 15 * 60;
-/** Backoff doubles from 1 s per failure past the free ones, up to this. */
+/** Backoff doubles from 1 s per failure from the limit on, up to this. */
 const MAX_BLOCK_SECONDS = 5 * 60;
 /** A client with this many times `failureLimit` failures (from any addresses) in a window is under attack. */
 const UNDER_ATTACK_FACTOR = 10;
@@ -30,6 +31,18 @@ const UNDER_ATTACK_FACTOR = 10;
 function defaultConcurrency(): number {
   const threadpool = Number(process.env['UV_THREADPOOL_SIZE']) || 4;
   return Math.max(1, Math.min(Math.floor(availableParallelism() / 2), Math.floor(threadpool / 2)));
+}
+
+/**
+ * The address an attempt is counted and queued under: IPv4 as is (an IPv4-mapped IPv6 address is its
+ * IPv4 address), IPv6 by its /64, which one host usually holds whole: per /128, one attacker would
+ * escape the address throttle and take many turns in the pool.
+ */
+export function addressKey(address: string): string {
+  if (!ipaddr.isValid(address)) return address;
+  const ip = ipaddr.process(address);
+  if (ip.kind() === 'ipv4') return ip.toString();
+  return `${new ipaddr.IPv6([...(ip as ipaddr.IPv6).parts.slice(0, 4), 0, 0, 0, 0]).toString()}/64`;
 }
 
 interface Closable {
@@ -152,10 +165,16 @@ class FailureCounter {
     return r && r.consumedPoints > 0 && r.msBeforeNext > 0 ? r.msBeforeNext : 0;
   }
 
-  /** Counts a failure; from the `free`-th on the key is blocked for 1, 2, 4, … s (at most MAX_BLOCK_SECONDS). */
-  async fail(key: string, free: number): Promise<number> {
+  /** Failures of the key in its window. */
+  async count(key: string): Promise<number> {
+    return (await this.fails.get(key))?.consumedPoints ?? 0;
+  }
+
+  /** Counts a failure; from the `limit`-th on (the first if 0) the key is blocked for 1, 2, 4, … s (at most MAX_BLOCK_SECONDS). */
+  async fail(key: string, limit: number): Promise<number> {
     const n = (await this.fails.penalty(key)).consumedPoints;
-    if (n >= free) await this.blocks.block(key, Math.min(MAX_BLOCK_SECONDS, 2 ** Math.min(20, n - free)));
+    const from = Math.max(1, limit);
+    if (n >= from) await this.blocks.block(key, Math.min(MAX_BLOCK_SECONDS, 2 ** Math.min(20, n - from)));
     return n;
   }
 
@@ -177,6 +196,8 @@ export class ClientAuthenticator {
   private readonly digestKey = randomBytes(32);
   /** (tenant, client) → the stored hash a secret was verified against and that secret's digest. */
   private readonly verified = new LRUCache<string, { storedHash: string; digest: Buffer }>({ max: 10_000 });
+  /** Address keys with an attempt in their slow lane (see `admission`). */
+  private readonly slowLane = new Set<string>();
 
   constructor(private readonly opts: ClientAuthOptions) {
     this.pool = new VerificationPool(opts.concurrency ?? defaultConcurrency(), opts.queueLimit);
@@ -196,10 +217,12 @@ export class ClientAuthenticator {
     const digest = createHmac('sha256', this.digestKey).update(who.secret).digest();
     const known = this.verified.get(cacheKey);
     const recognised = known !== undefined && timingSafeEqual(known.digest, digest);
+    const address = addressKey(who.address);
     const keys = {
-      address: `a\u0000${who.address}`,
+      address: `a\u0000${address}`,
+      slow: `s\u0000${address}`,
       client: `c\u0000${sha256(cacheKey)}`,
-      pair: `p\u0000${sha256(`${cacheKey}\u0000${who.address}`)}`,
+      pair: `p\u0000${sha256(`${cacheKey}\u0000${address}`)}`,
     };
 
     // A recognised secret skips the throttles: it proves itself without hashing, so a flood from the
@@ -213,14 +236,22 @@ export class ClientAuthenticator {
       // The stored secret changed (rotated in the tenant file): the old verification no longer counts.
       this.verified.delete(cacheKey);
     }
-    const refusal = await this.refusal(keys);
-    if (refusal) return refusal;
+    const admission = await this.admission(keys);
+    if (typeof admission === 'object') return admission;
 
-    // The client is read in the pool too: a flood costs no more statements than verifications.
-    const result = await this.pool.run(who.address, res, async () => {
-      const client = await lookup();
-      return { client, valid: await verifySecret(who.secret, client?.secretHash) };
-    });
+    // A pair that has not failed takes its own turns in the pool, beside its address's failing ones: the
+    // first attempt of a client behind a NAT does not wait behind its neighbours' retries. The client is
+    // read in the pool too: a flood costs no more statements than verifications.
+    const lane = admission === 'failing' ? address : `${address}\u0000new`;
+    let result;
+    try {
+      result = await this.pool.run(lane, res, async () => {
+        const client = await lookup();
+        return { client, valid: await verifySecret(who.secret, client?.secretHash) };
+      });
+    } finally {
+      if (admission === 'slow') this.slowLane.delete(keys.address);
+    }
     // Like admission: an address over its share of the queue gets 429, one crowded out by others 503.
     if (result === 'over' || result === 'gone') {
       return {
@@ -238,25 +269,47 @@ export class ClientAuthenticator {
       await this.counter.forget(keys.pair);
       return { kind: 'ok', client };
     }
-    await this.failed(keys);
+    await this.failed(keys, admission === 'slow');
     return { kind: 'failed' };
   }
 
-  private async refusal(keys: { address: string; pair: string }): Promise<ClientAuthOutcome<never> | undefined> {
-    const address = this.opts.addressFailureLimit > 0 ? await this.counter.blockedMs(keys.address) : 0;
-    if (address > 0) return throttled(address, 'Too many failed client authentications from this address; retry later.');
+  /**
+   * Refuses an attempt before any hashing, or says how it is verified: 'failing' (its pair has failed
+   * before), 'new' (it has not), 'slow' (it has not, and its address is blocked: one such attempt at a
+   * time per address, while its own failures allow; P81). A 'slow' attempt holds its address's lane.
+   */
+  private async admission(keys: {
+    address: string;
+    slow: string;
+    pair: string;
+  }): Promise<ClientAuthOutcome<never> | 'failing' | 'new' | 'slow'> {
     const pair = await this.counter.blockedMs(keys.pair);
     if (pair > 0) return throttled(pair, 'Too many failed authentications of this client from this address; retry later.');
-    return undefined;
+    const own = await this.counter.count(keys.pair);
+    const address = this.opts.addressFailureLimit > 0 ? await this.counter.blockedMs(keys.address) : 0;
+    if (address === 0) return own > 0 ? 'failing' : 'new';
+    // Other clients' failures from this address (a NAT's misconfigured neighbours, or an attacker) do not
+    // lock out a client that has not failed from it: its attempts still get verified, slowly.
+    const reason = 'Too many failed client authentications from this address; retry later.';
+    if (own > 0) return throttled(address, reason);
+    const slow = this.slowLane.has(keys.address) ? 0 : await this.counter.blockedMs(keys.slow);
+    // The lane busy: its attempt ends within a verification or so.
+    if (slow > 0 || this.slowLane.has(keys.address)) return throttled(Math.max(slow, 1_000), reason);
+    this.slowLane.add(keys.address);
+    return 'slow';
   }
 
-  private async failed(keys: { address: string; client: string; pair: string }) {
+  private async failed(keys: { address: string; slow: string; client: string; pair: string }, slow: boolean) {
     const { failureLimit, addressFailureLimit } = this.opts;
-    if (addressFailureLimit > 0) await this.counter.fail(keys.address, addressFailureLimit);
     // A client failing from many addresses is under attack: each address then has no free failures, while
     // an address that has not failed for it (its real holder, say) still gets its secret verified.
     const underAttack = (await this.counter.fail(keys.client, Number.MAX_SAFE_INTEGER)) > failureLimit * UNDER_ATTACK_FACTOR;
-    await this.counter.fail(keys.pair, underAttack ? 0 : failureLimit);
+    const own = await this.counter.fail(keys.pair, underAttack ? 0 : failureLimit);
+    // An address counts distinct failing clients, not failures: a neighbour retrying a wrong secret is
+    // its pair's business; many clients failing from one address is spraying or enumeration.
+    if (addressFailureLimit > 0 && own === 1) await this.counter.fail(keys.address, addressFailureLimit);
+    // The slow lane admits only pairs that never failed, so only spraying fails in it: it has its own backoff.
+    if (slow) await this.counter.fail(keys.slow, failureLimit);
   }
 }
 
