@@ -1,14 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Client, type ExecutionResult, createClient } from 'graphql-sse';
 import { type JWK, SignJWT, importJWK } from 'jose';
-import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { EventBus } from '../src/db/event-bus.js';
-import { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from '../src/domains/data/data-subscription.js';
-import type { Principal } from '../src/core/permissions.js';
+import { type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from '../src/domains/data/data-subscription.js';
 import { ApiClient, FULL_CLIENT, type TestApp, createTenant, startApp, startPeer } from './helpers.js';
 import { type DataTenant, FakeProvider, createDataTenant, eventually } from './fake-provider.js';
+import { ANY_PRINCIPAL as principal, Subscriber, feedWithBus } from './live-updates.js';
 
 // Issue 17, live updates: `dataPointsChanged` over Yoga's SSE transport, read with the graphql-sse client
 // (distinct connections mode). A change answered by one instance reaches subscribers on every instance
@@ -25,61 +22,6 @@ const SUBSCRIPTION = `subscription($extractKey: String, $subjectIds: [ID!], $str
   }
 }`;
 
-interface Change {
-  extractKey: string;
-  subjectIds: string[];
-  kind: 'CHANGED' | 'REMOVED' | 'REFRESHED';
-  at: string;
-}
-
-/** One subscription read through graphql-sse: every result as it arrives, and how the stream ended. */
-class Subscriber {
-  readonly results: ExecutionResult<{ dataPointsChanged: Change | null }, unknown>[] = [];
-  readonly arrivals: number[] = [];
-  ended: 'complete' | Error | undefined;
-  /** Resolves when the server answered the subscription (with its stream, or an error): it is open from then on. */
-  readonly ready: Promise<void>;
-  private readonly dispose: () => void;
-  private readonly client: Client;
-
-  constructor(url: string, token: string, variables: Record<string, unknown> = {}) {
-    this.client = createClient({ url: `${url}/graphql`, headers: { authorization: `Bearer ${token}` }, retryAttempts: 0 });
-    let ready!: () => void;
-    this.ready = new Promise<void>((r) => (ready = r));
-    this.dispose = this.client.subscribe<{ dataPointsChanged: Change | null }>(
-      { query: SUBSCRIPTION, variables },
-      {
-        next: (r) => {
-          this.results.push(r);
-          this.arrivals.push(Date.now());
-        },
-        error: (e) => {
-          this.ended = e instanceof Error ? e : new Error(JSON.stringify(e));
-          ready();
-        },
-        complete: () => {
-          this.ended = 'complete';
-          ready();
-        },
-      },
-      { connected: () => ready() },
-    );
-  }
-
-  get changes(): Change[] {
-    return this.results.map((r) => r.data?.dataPointsChanged).filter((c): c is Change => !!c);
-  }
-
-  get errors(): any[] {
-    return this.results.flatMap((r) => (r.errors ?? []) as any[]);
-  }
-
-  close(): void {
-    this.dispose();
-    this.client.dispose();
-  }
-}
-
 let a: TestApp;
 let b: TestApp;
 let provider: FakeProvider;
@@ -89,7 +31,7 @@ const subscribers: Subscriber[] = [];
 
 /** A subscription open on the server (its answer received). */
 async function subscribe(app: TestApp, token: string, variables: Record<string, unknown> = {}): Promise<Subscriber> {
-  const s = new Subscriber(app.url, token, variables);
+  const s = new Subscriber(app.url, token, SUBSCRIPTION, variables);
   subscribers.push(s);
   await s.ready;
   return s;
@@ -303,7 +245,7 @@ describe('bounds', () => {
     // The client goes away: its place is free again.
     open[0]!.close();
     await eventually(async () => {
-      const again = new Subscriber(a.url, token);
+      const again = new Subscriber(a.url, token, SUBSCRIPTION);
       await again.ready;
       const ok = again.ended === undefined;
       again.close();
@@ -335,34 +277,6 @@ describe('bounds', () => {
 });
 
 describe('a slow subscriber (in process)', () => {
-  /** A feed over a bus whose "database" is this function: messages are handed in directly. */
-  async function feedWithBus(): Promise<{ feed: DataChangeFeed; send(e: object): void; drop(): void }> {
-    let handlers!: Parameters<Parameters<typeof EventBus.open>[0]>[1];
-    const bus = await EventBus.open(
-      async (_channel, h) => {
-        handlers = h;
-        h.connected();
-        return { close: async () => {} };
-      },
-      pino({ level: 'silent' }),
-    );
-    const feed = new DataChangeFeed(undefined as never, { perClient: 10 }, pino({ level: 'silent' }));
-    feed.start(bus);
-    return {
-      feed,
-      send: (data) => handlers.message(JSON.stringify({ topic: 'data.points.changed', data })),
-      drop: () => handlers.disconnected(),
-    };
-  }
-  const principal: Principal = {
-    tenantId: 't1',
-    tenantKey: 't1',
-    clientId: 'c',
-    scopes: new Set(['ServiceApi']),
-    permissions: new Set(['*']),
-    configVersion: '1',
-    dataVersion: '1',
-  };
   const ev = (x: string, s: string[], k = 'CHANGED') => ({ t: 't1', x, s, k, a: new Date().toISOString() });
   const take = async (it: AsyncIterator<Delivery>, n: number) => {
     const out: Delivery[] = [];

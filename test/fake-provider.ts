@@ -254,3 +254,17 @@ export const SUBJECTS_WITH_POINTS = `query($first: Int, $extract: String!) {
   subjects(first: $first) { edges { node { externalId dataPoints(extractKey: $extract, first: 100) {
     totalCount edges { node { id subjectIdentifier items { key dataType value valueText } } } } } } }
 }`;
+
+/** A read of a subject's `steps` data points: their count and whether they were served stale (D10), or the error code. */
+export async function readSteps(t: DataTenant, subject: string): Promise<{ count: number; stale: boolean } | string> {
+  const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }`, {
+    id: t.subjects.get(subject),
+  });
+  if (r.status !== 200) throw new Error(`read of ${subject}: HTTP ${r.status}`);
+  return (
+    r.body.errors?.[0]?.extensions?.code ?? {
+      count: r.body.data.subject.dataPoints.totalCount,
+      stale: r.body.extensions?.staleData !== undefined,
+    }
+  );
+}

@@ -4,7 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../src/domains/data/secret-box.js';
 import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import { ApiClient, type TestApp, expectValidation, startApp, startPeer, tenantConfig } from './helpers.js';
-import { type DataTenant, FakeProvider, SUBJECTS_WITH_POINTS, createDataTenant, eventually, providerDataSource } from './fake-provider.js';
+import {
+  type DataTenant,
+  FakeProvider,
+  SUBJECTS_WITH_POINTS,
+  createDataTenant,
+  eventually,
+  providerDataSource,
+  readSteps,
+} from './fake-provider.js';
 
 // Issue 30, F6 (P87, P90): one bad identifier fails one subject. An empty or blank matching value (the
 // ExternalId the provider is asked for) is a 400 at upsert and PATCH, REST and GraphQL, and in the tenant
@@ -47,20 +55,6 @@ async function setup(count = 10) {
   const from = logs.length;
   const t = await createDataTenant(app, provider, count);
   return { provider, t, lines: (msg: string) => logs.slice(from).filter((l) => l.msg === msg) };
-}
-
-/** A read of one subject's `steps` points: their count and whether they were stale, or the error code. */
-async function read(t: DataTenant, subject: string): Promise<{ count: number; stale: boolean } | string> {
-  const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }`, {
-    id: t.subjects.get(subject),
-  });
-  expect(r.status).toBe(200);
-  return (
-    r.body.errors?.[0]?.extensions?.code ?? {
-      count: r.body.data.subject.dataPoints.totalCount,
-      stale: r.body.extensions?.staleData !== undefined,
-    }
-  );
 }
 
 const FRESH = { count: 3, stale: false };
@@ -216,7 +210,7 @@ describe('the breaker keeps D10 (F7)', () => {
   /** Opens the data source's circuit: five reads of subjects with nothing cached fail. */
   async function open(provider: FakeProvider, t: DataTenant, lines: (msg: string) => LogLine[]) {
     provider.always = { status: 500 };
-    for (let i = 0; i < 5; i++) expect(await read(t, 'E-01')).toBe('PROVIDER_UNAVAILABLE');
+    for (let i = 0; i < 5; i++) expect(await readSteps(t, 'E-01')).toBe('PROVIDER_UNAVAILABLE');
     expect(lines(OPENED)).toHaveLength(1);
   }
 
@@ -225,11 +219,11 @@ describe('the breaker keeps D10 (F7)', () => {
     await open(provider, t, lines);
     const before = provider.fetches().length;
     // Still failing: the read is the probe, at once (no refusal without a call).
-    expect(await read(t, 'E-02')).toBe('PROVIDER_UNAVAILABLE');
+    expect(await readSteps(t, 'E-02')).toBe('PROVIDER_UNAVAILABLE');
     expect(provider.fetches()).toHaveLength(before + 1);
     provider.always = undefined;
-    expect(await read(t, 'E-02')).toEqual(FRESH);
-    expect(await read(t, 'E-03')).toEqual(FRESH);
+    expect(await readSteps(t, 'E-02')).toEqual(FRESH);
+    expect(await readSteps(t, 'E-03')).toEqual(FRESH);
   });
 
   it('while the circuit is open, one read with nothing cached calls the provider at a time; the others wait for it', async () => {
@@ -238,7 +232,7 @@ describe('the breaker keeps D10 (F7)', () => {
     // Healthy again, but slow: the probe is in flight while the other reads arrive.
     provider.always = { delayMs: 400 };
     provider.maxInFlight = 0;
-    const reads = Promise.all(['E-02', 'E-03', 'E-04', 'E-05', 'E-06'].map((s) => read(t, s)));
+    const reads = Promise.all(['E-02', 'E-03', 'E-04', 'E-05', 'E-06'].map((s) => readSteps(t, s)));
     await eventually(() => provider.inFlight === 1);
     await sleep(250);
     expect(provider.inFlight).toBe(1);
@@ -288,9 +282,9 @@ describe('the breaker keeps D10 (F7)', () => {
       const onPeer = { ...t, api: new ApiClient(peer.url, t.api.token) };
       provider.always = undefined;
       // The first chunk's subjects have data (old by the time of the aggregate), the others nothing.
-      for (const s of order.slice(0, 2)) expect(await read(onPeer, s)).toEqual(FRESH);
+      for (const s of order.slice(0, 2)) expect(await readSteps(onPeer, s)).toEqual(FRESH);
       provider.always = { status: 500 };
-      for (let i = 0; i < 5; i++) expect(await read(onPeer, order[5]!)).toBe('PROVIDER_UNAVAILABLE');
+      for (let i = 0; i < 5; i++) expect(await readSteps(onPeer, order[5]!)).toBe('PROVIDER_UNAVAILABLE');
       await sleep(1100);
       provider.always = undefined;
       const before = provider.fetches().length;
@@ -311,19 +305,19 @@ describe('the breaker keeps D10 (F7)', () => {
 
   it('reads served stale while the provider failed for 10 s are fresh again within 2 s of its recovery', async () => {
     const { provider, t } = await setup(3);
-    expect(await read(t, 'E-01')).toEqual(FRESH);
+    expect(await readSteps(t, 'E-01')).toEqual(FRESH);
     provider.always = { status: 500 };
     // E-01 flagged (a refresh): its reads go to the provider, and have older data to serve.
     expect((await t.api.post('/api/v1/dataSet/steps/refresh')).status).toBe(200);
     const outageEnds = Date.now() + 10_000;
     while (Date.now() < outageEnds) {
-      expect(await read(t, 'E-01')).toEqual({ count: 3, stale: true });
+      expect(await readSteps(t, 'E-01')).toEqual({ count: 3, stale: true });
       await sleep(100);
     }
     provider.always = undefined;
     const recovered = Date.now();
     for (;;) {
-      const r = await read(t, 'E-01');
+      const r = await readSteps(t, 'E-01');
       if (typeof r === 'object' && !r.stale) break;
       await sleep(50);
     }

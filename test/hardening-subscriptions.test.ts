@@ -1,12 +1,8 @@
-import { type Client, type ExecutionResult, createClient } from 'graphql-sse';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventBus } from '../src/db/event-bus.js';
-import type { Principal } from '../src/core/permissions.js';
-import { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS } from '../src/domains/data/data-subscription.js';
-import type { TestApp } from './helpers.js';
-import { startApp } from './helpers.js';
+import { type Delivery, MAX_PENDING_BURSTS } from '../src/domains/data/data-subscription.js';
+import { type TestApp, startApp } from './helpers.js';
 import { type DataTenant, FakeProvider, createDataTenant, eventually } from './fake-provider.js';
+import { ANY_PRINCIPAL as principal, Subscriber, feedWithBus } from './live-updates.js';
 
 // Issue 30, F2: a change report with no filter flags every extract of its source, one live event each, in
 // one transaction; with more extracts than MAX_PENDING_BURSTS the events arrive together, and a subscriber
@@ -17,55 +13,6 @@ import { type DataTenant, FakeProvider, createDataTenant, eventually } from './f
 const CHANGE = '/connector-dataprovider/api/v1/dataChange/creationOrUpdate';
 const EXTRACTS = 66;
 const SUBSCRIPTION = `subscription { dataPointsChanged { extractKey subjectIds kind at } }`;
-
-interface Change {
-  extractKey: string;
-  subjectIds: string[];
-  kind: string;
-}
-
-/** A subscription read through graphql-sse as fast as events come (distinct connections mode). */
-class Reader {
-  readonly results: ExecutionResult<{ dataPointsChanged: Change | null }, unknown>[] = [];
-  ended: 'complete' | Error | undefined;
-  readonly ready: Promise<void>;
-  private readonly client: Client;
-  private readonly dispose: () => void;
-
-  constructor(url: string, token: string) {
-    this.client = createClient({ url: `${url}/graphql`, headers: { authorization: `Bearer ${token}` }, retryAttempts: 0 });
-    let ready!: () => void;
-    this.ready = new Promise<void>((r) => (ready = r));
-    this.dispose = this.client.subscribe<{ dataPointsChanged: Change | null }>(
-      { query: SUBSCRIPTION },
-      {
-        next: (r) => void this.results.push(r),
-        error: (e) => {
-          this.ended = e instanceof Error ? e : new Error(JSON.stringify(e));
-          ready();
-        },
-        complete: () => {
-          this.ended = 'complete';
-          ready();
-        },
-      },
-      { connected: () => ready() },
-    );
-  }
-
-  get changes(): Change[] {
-    return this.results.map((r) => r.data?.dataPointsChanged).filter((c): c is Change => !!c);
-  }
-
-  get errors(): any[] {
-    return this.results.flatMap((r) => (r.errors ?? []) as any[]);
-  }
-
-  close(): void {
-    this.dispose();
-    this.client.dispose();
-  }
-}
 
 let app: TestApp;
 let provider: FakeProvider;
@@ -87,7 +34,7 @@ afterAll(async () => {
 describe('a change report that flags more extracts than MAX_PENDING_BURSTS (over SSE)', () => {
   it('reaches a prompt reader whole, report after report, and the stream stays open', async () => {
     expect(EXTRACTS).toBeGreaterThan(MAX_PENDING_BURSTS);
-    const reader = new Reader(app.url, await t.tenant.token());
+    const reader = new Subscriber(app.url, await t.tenant.token(), SUBSCRIPTION);
     try {
       await reader.ready;
       expect(reader.ended).toBeUndefined();
@@ -111,30 +58,6 @@ describe('a change report that flags more extracts than MAX_PENDING_BURSTS (over
 });
 
 describe('what counts as waiting (the feed, read or not by hand)', () => {
-  /** A feed over a bus whose messages are handed in directly. */
-  async function feed(): Promise<{ feed: DataChangeFeed; send(e: object): void }> {
-    let handlers!: Parameters<Parameters<typeof EventBus.open>[0]>[1];
-    const bus = await EventBus.open(
-      async (_channel, h) => {
-        handlers = h;
-        h.connected();
-        return { close: async () => {} };
-      },
-      pino({ level: 'silent' }),
-    );
-    const f = new DataChangeFeed(undefined as never, { perClient: 10 }, pino({ level: 'silent' }));
-    f.start(bus);
-    return { feed: f, send: (data) => handlers.message(JSON.stringify({ topic: 'data.points.changed', data })) };
-  }
-  const principal: Principal = {
-    tenantId: 't1',
-    tenantKey: 't1',
-    clientId: 'c',
-    scopes: new Set(['ServiceApi']),
-    permissions: new Set(['*']),
-    configVersion: '1',
-    dataVersion: '1',
-  };
   const ev = (x: string, b?: string) => ({ t: 't1', x, s: ['s'], k: 'CHANGED', a: new Date().toISOString(), ...(b ? { b } : {}) });
   const take = async (it: AsyncIterator<Delivery>, n: number) => {
     const out: Delivery[] = [];
@@ -144,7 +67,7 @@ describe('what counts as waiting (the feed, read or not by hand)', () => {
   const code = (d: Delivery | undefined) => (d && 'end' in d ? d.end.extensions['code'] : undefined);
 
   it('one burst of any size waits as one: all of it is delivered, nothing ends', async () => {
-    const { feed: f, send } = await feed();
+    const { feed: f, send } = await feedWithBus();
     const it = f.open(principal, {});
     for (const key of keys) send(ev(key, 'report-1'));
     // A second burst over the same extracts merges into what waits.
@@ -157,7 +80,7 @@ describe('what counts as waiting (the feed, read or not by hand)', () => {
   });
 
   it(`a reader with more than MAX_PENDING_BURSTS bursts unread is ended with SLOW_CONSUMER`, async () => {
-    const { feed: f, send } = await feed();
+    const { feed: f, send } = await feedWithBus();
     const it = f.open(principal, {});
     for (let i = 0; i < MAX_PENDING_BURSTS; i++) send(ev(`y${i}`, `report-${i}`));
     expect(f.size).toBe(1);
@@ -170,7 +93,7 @@ describe('what counts as waiting (the feed, read or not by hand)', () => {
   });
 
   it('reading frees what was read: a reader that keeps pace with many bursts is never ended', async () => {
-    const { feed: f, send } = await feed();
+    const { feed: f, send } = await feedWithBus();
     const it = f.open(principal, {});
     for (let round = 0; round < 10; round++) {
       for (let i = 0; i < MAX_PENDING_BURSTS; i++) send(ev(`z${i}`, `r${round}-${i}`));

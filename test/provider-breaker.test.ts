@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestApp, startApp } from './helpers.js';
-import { type DataTenant, FakeProvider, createDataTenant } from './fake-provider.js';
+import { type DataTenant, FakeProvider, createDataTenant, readSteps } from './fake-provider.js';
 
 // The circuit breaker of a data source (issue 15), through GraphQL against a loopback fake provider: it
 // opens when at least PROVIDER_BREAKER_FAILURES calls within PROVIDER_BREAKER_WINDOW_MS were made and
@@ -61,25 +61,8 @@ async function setup() {
 
 /** One GraphQL read of a subject's `steps` data points (E-01 unless told): their count, or the error code. */
 async function read(t: DataTenant, subject = 'E-01'): Promise<number | string> {
-  const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }`, {
-    id: t.subjects.get(subject),
-  });
-  expect(r.status).toBe(200);
-  return r.body.errors?.[0]?.extensions?.code ?? r.body.data.subject.dataPoints.totalCount;
-}
-
-/** A read of a subject's `steps` data points: their count and whether they were served stale (D10). */
-async function readStale(t: DataTenant, subject: string): Promise<{ count: number; stale: boolean } | string> {
-  const r = await t.api.gql(`query($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }`, {
-    id: t.subjects.get(subject),
-  });
-  expect(r.status).toBe(200);
-  return (
-    r.body.errors?.[0]?.extensions?.code ?? {
-      count: r.body.data.subject.dataPoints.totalCount,
-      stale: r.body.extensions?.staleData !== undefined,
-    }
-  );
+  const r = await readSteps(t, subject);
+  return typeof r === 'string' ? r : r.count;
 }
 
 describe('data provider circuit breaker', () => {
@@ -110,7 +93,7 @@ describe('data provider circuit breaker', () => {
     expect((await t.api.post('/api/v1/dataSet/steps/refresh')).status).toBe(200);
 
     // Open: refused without calling the provider (P88: only reads with something to serve), logged at debug only.
-    const refused = await Promise.all(Array.from({ length: 10 }, () => readStale(t, 'E-02')));
+    const refused = await Promise.all(Array.from({ length: 10 }, () => readSteps(t, 'E-02')));
     expect(refused).toEqual(Array(10).fill({ count: 3, stale: true }));
     expect(provider.fetches()).toHaveLength(5);
     const warnings = () =>
@@ -123,7 +106,7 @@ describe('data provider circuit breaker', () => {
 
     provider.always = undefined;
     await sleep(2000);
-    expect(await readStale(t, 'E-02')).toEqual({ count: 3, stale: false });
+    expect(await readSteps(t, 'E-02')).toEqual({ count: 3, stale: false });
     expect(provider.fetches()).toHaveLength(6);
     expect(lines(OPENED)).toHaveLength(1);
     expect(lines(HALF_OPEN)).toHaveLength(1);
@@ -142,16 +125,16 @@ describe('data provider circuit breaker', () => {
     await sleep(1100);
     // A read with older data is the probe once the delay is over: it reaches the provider, fails, and the
     // circuit opens again for 2 s.
-    expect(await readStale(t, 'E-02')).toEqual({ count: 3, stale: true });
+    expect(await readSteps(t, 'E-02')).toEqual({ count: 3, stale: true });
     expect(provider.fetches()).toHaveLength(6);
     expect(lines(OPENED).map((l) => l.probeInMs)).toEqual([1000, 2000]);
     await sleep(1200);
-    expect(await readStale(t, 'E-02')).toEqual({ count: 3, stale: true });
+    expect(await readSteps(t, 'E-02')).toEqual({ count: 3, stale: true });
     expect(provider.fetches()).toHaveLength(6);
 
     provider.always = undefined;
     await sleep(900);
-    expect(await readStale(t, 'E-02')).toEqual({ count: 3, stale: false });
+    expect(await readSteps(t, 'E-02')).toEqual({ count: 3, stale: false });
     expect(lines(CLOSED)).toHaveLength(1);
 
     // Failing again (E-03, nothing cached): the successful probe is one of the window's 5 calls, so the

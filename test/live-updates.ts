@@ -1,0 +1,101 @@
+import { type Client, type ExecutionResult, createClient } from 'graphql-sse';
+import { pino } from 'pino';
+import type { Principal } from '../src/core/permissions.js';
+import { EventBus } from '../src/db/event-bus.js';
+import { DataChangeFeed } from '../src/domains/data/data-subscription.js';
+
+// Live updates (`dataPointsChanged`) as the tests read them: over SSE through graphql-sse, and in process
+// through a feed whose bus messages are handed in directly.
+
+/** One `dataPointsChanged` event as the tests select it. */
+export interface Change {
+  extractKey: string;
+  subjectIds: string[];
+  kind: 'CHANGED' | 'REMOVED' | 'REFRESHED';
+  at: string;
+}
+
+/**
+ * One `dataPointsChanged` subscription read through graphql-sse (distinct connections mode) as fast as
+ * events come: every result as it arrives, when it arrived, and how the stream ended.
+ */
+export class Subscriber {
+  readonly results: ExecutionResult<{ dataPointsChanged: Change | null }, unknown>[] = [];
+  readonly arrivals: number[] = [];
+  ended: 'complete' | Error | undefined;
+  /** Resolves when the server answered the subscription (with its stream, or an error): it is open from then on. */
+  readonly ready: Promise<void>;
+  private readonly dispose: () => void;
+  private readonly client: Client;
+
+  constructor(url: string, token: string, query: string, variables: Record<string, unknown> = {}) {
+    this.client = createClient({ url: `${url}/graphql`, headers: { authorization: `Bearer ${token}` }, retryAttempts: 0 });
+    let ready!: () => void;
+    this.ready = new Promise<void>((r) => (ready = r));
+    this.dispose = this.client.subscribe<{ dataPointsChanged: Change | null }>(
+      { query, variables },
+      {
+        next: (r) => {
+          this.results.push(r);
+          this.arrivals.push(Date.now());
+        },
+        error: (e) => {
+          this.ended = e instanceof Error ? e : new Error(JSON.stringify(e));
+          ready();
+        },
+        complete: () => {
+          this.ended = 'complete';
+          ready();
+        },
+      },
+      { connected: () => ready() },
+    );
+  }
+
+  get changes(): Change[] {
+    return this.results.map((r) => r.data?.dataPointsChanged).filter((c): c is Change => !!c);
+  }
+
+  get errors(): any[] {
+    return this.results.flatMap((r) => (r.errors ?? []) as any[]);
+  }
+
+  close(): void {
+    this.dispose();
+    this.client.dispose();
+  }
+}
+
+/**
+ * A feed over an event bus whose "database" is this function: `send` hands it a live event as its
+ * LISTEN connection would, `drop` loses that connection.
+ */
+export async function feedWithBus(): Promise<{ feed: DataChangeFeed; send(e: object): void; drop(): void }> {
+  let handlers!: Parameters<Parameters<typeof EventBus.open>[0]>[1];
+  const bus = await EventBus.open(
+    async (_channel, h) => {
+      handlers = h;
+      h.connected();
+      return { close: async () => {} };
+    },
+    pino({ level: 'silent' }),
+  );
+  const feed = new DataChangeFeed(undefined as never, { perClient: 10 }, pino({ level: 'silent' }));
+  feed.start(bus);
+  return {
+    feed,
+    send: (data) => handlers.message(JSON.stringify({ topic: 'data.points.changed', data })),
+    drop: () => handlers.disconnected(),
+  };
+}
+
+/** A principal of tenant `t1` allowed everything, for feeds used in process. */
+export const ANY_PRINCIPAL: Principal = {
+  tenantId: 't1',
+  tenantKey: 't1',
+  clientId: 'c',
+  scopes: new Set(['ServiceApi']),
+  permissions: new Set(['*']),
+  configVersion: '1',
+  dataVersion: '1',
+};
