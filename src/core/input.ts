@@ -80,6 +80,13 @@ export function textProblem(s: string): string | undefined {
   return undefined;
 }
 
+// Keys and display names are btree keys (unique key, name ordering): at 4 bytes a character these bounds
+// keep an index entry under PostgreSQL's limit of about 2.7 kB (P5).
+/** P5: a key (structural entity, field, data extract, user, …) is at most this many characters. */
+export const MAX_KEY_LENGTH = 200;
+/** P5: a display name is at most this many characters. */
+export const MAX_NAME_LENGTH = 400;
+
 /** Whether a text is empty or only white space (`String.prototype.trim`): no identifier, no matching value (P87). */
 export function isBlank(text: string): boolean {
   return text.trim() === '';

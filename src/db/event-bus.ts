@@ -11,6 +11,11 @@ export const EVENT_CHANNEL = 'ssdi_events';
 
 /** PostgreSQL refuses a NOTIFY payload of 8000 bytes or more; the envelope counts. */
 export const MAX_EVENT_BYTES = 7_999;
+/**
+ * Characters (JSON) a list of ids may take in one event, leaving the rest of MAX_EVENT_BYTES to the
+ * envelope and the event's other fields: a publisher with a longer list names the whole set instead.
+ */
+export const MAX_EVENT_ID_LIST_CHARS = 6_000;
 
 /** A kind of event: its name on the wire and how a received payload is read back. */
 export interface Topic<T> {

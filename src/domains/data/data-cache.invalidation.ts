@@ -1,4 +1,4 @@
-import { defineTopic, publish } from '../../db/event-bus.js';
+import { MAX_EVENT_ID_LIST_CHARS, defineTopic, publish } from '../../db/event-bus.js';
 import type { Db } from '../../db/tables.js';
 import { flagExtract } from './data.repository.js';
 import { publishDataPointsChange } from './data-points.events.js';
@@ -32,15 +32,12 @@ export const CACHE_INVALIDATED = defineTopic<InvalidationEvent>('data.cache.inva
   return e as InvalidationEvent;
 });
 
-/** Beyond this many characters of subject ids an invalidation names the whole extract (the payload limit). */
-const MAX_SUBJECTS_PAYLOAD = 6_000;
-
 /**
  * Publishes an invalidation in `trx`'s transaction (every instance drops the entries from its in-process
  * cache once it commits). Returns what was sent: one naming too many subjects is widened to the extract.
  */
 export async function publishInvalidation(trx: Db, given: Invalidation, m?: string): Promise<Invalidation> {
-  const inv = given.s !== null && JSON.stringify(given.s).length > MAX_SUBJECTS_PAYLOAD ? { ...given, s: null } : given;
+  const inv = given.s !== null && JSON.stringify(given.s).length > MAX_EVENT_ID_LIST_CHARS ? { ...given, s: null } : given;
   await publish(trx, CACHE_INVALIDATED, m === undefined ? inv : { ...inv, m });
   return inv;
 }

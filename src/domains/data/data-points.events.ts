@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { defineTopic, publish } from '../../db/event-bus.js';
+import { MAX_EVENT_ID_LIST_CHARS, defineTopic, publish } from '../../db/event-bus.js';
 import type { Db } from '../../db/tables.js';
 
 /** What happened to the data points (the subscription's `DataPointsChangeKind`). */
@@ -40,9 +40,6 @@ export const DATA_POINTS_CHANGED = defineTopic<DataPointsChange>('data.points.ch
   return e as DataPointsChange;
 });
 
-/** Beyond this many characters of subject ids a change names the whole extract (NOTIFY's 8000 bytes). */
-const MAX_SUBJECTS_PAYLOAD = 6_000;
-
 /**
  * Publishes a change of an extract's data points in `trx`'s transaction (heard by every instance's live
  * subscribers once it commits). `subjectIds` null or too many to send: the whole extract.
@@ -52,7 +49,7 @@ export async function publishDataPointsChange(
   change: { tenantId: string; extractKey: string; subjectIds: readonly string[] | null; kind: ChangeKind },
 ): Promise<void> {
   const ids = change.subjectIds ?? [];
-  const s = JSON.stringify(ids).length > MAX_SUBJECTS_PAYLOAD ? [] : [...ids];
+  const s = JSON.stringify(ids).length > MAX_EVENT_ID_LIST_CHARS ? [] : [...ids];
   const event: DataPointsChange = { t: change.tenantId, x: change.extractKey, s, k: change.kind, a: new Date().toISOString() };
   if (trx.isTransaction) {
     let b = bursts.get(trx);

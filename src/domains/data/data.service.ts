@@ -5,7 +5,7 @@ import { isUniqueViolation } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../core/errors.js';
 import { MAX_LIST_ITEMS } from '../../core/input.js';
 import { requirePermission } from '../../core/permissions.js';
-import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../structural-entity/structural-entity.service.js';
+import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../../core/input.js';
 import { cachedSubjectConfig } from '../subject/subject.repository.js';
 import { type DataPoint, POINT_TYPES, pointValueProblem } from './data-points.js';
 import {

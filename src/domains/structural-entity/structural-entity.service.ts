@@ -3,6 +3,7 @@ import type { Db, StructuralEntityRecord, StructuralEntityRow } from '../../db/t
 import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector } from '../../core/errors.js';
 import type { Principal } from '../../core/permissions.js';
+import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../../core/input.js';
 import { bumpDataVersion } from '../tenant/tenant.repository.js';
 import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
 import {
@@ -16,11 +17,6 @@ import {
   moveSubtree,
   updateEntity,
 } from './structural-entity.repository.js';
-
-// Keys and display names are btree keys (unique key, name ordering): at 4 bytes a character these
-// bounds keep an index entry under PostgreSQL's limit of about 2.7 kB (P5).
-export const MAX_KEY_LENGTH = 200;
-export const MAX_NAME_LENGTH = 400;
 
 /** The upsert body in GraphQL casing; an absent property is `undefined` (D8: absent = unchanged). */
 export interface UpsertEntityInput {

@@ -4,12 +4,12 @@ import type { DataTypeName } from '../../db/tables.js';
 import { PERMISSIONS, SCOPES } from '../../core/permissions.js';
 import { isSecretHash } from '../auth/secrets.js';
 import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/invitation-mail.js';
-import { canonicalKeys } from '../../core/input.js';
+import { MAX_KEY_LENGTH, canonicalKeys } from '../../core/input.js';
 
 const key = z
   .string()
   .min(1, 'must not be empty')
-  .max(200, 'must be at most 200 characters')
+  .max(MAX_KEY_LENGTH, `must be at most ${MAX_KEY_LENGTH} characters`)
   // A blank key names nothing (P87): a blank matching field would identify subjects by blank values.
   .refine((k) => k.trim() !== '', 'must not be only white space');
 const dataType = z.enum(DATA_TYPES as [DataTypeName, ...DataTypeName[]]);
@@ -27,7 +27,7 @@ const structureField = subjectField.omit({ isArray: true });
 
 const client = z
   .strictObject({
-    clientId: z.string().min(1).max(200),
+    clientId: z.string().min(1).max(MAX_KEY_LENGTH),
     clientSecret: z.string().min(8, 'must be at least 8 characters').optional(),
     clientSecretHash: z
       .string()
