@@ -53,6 +53,8 @@ export class TableAnalyzer {
       const due = await sql<{ relid: string; table: string; changed: string }>`
         SELECT relid::text AS relid, relname AS table, n_mod_since_analyze AS changed FROM pg_stat_user_tables
         WHERE schemaname = current_schema() AND n_mod_since_analyze >= ${this.opts.rows} + 0.1 * n_live_tup
+          -- Only tables this role may analyze: another's would warn, keep its count and come back every check.
+          AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
         ORDER BY n_mod_since_analyze DESC`.execute(this.db);
       for (const t of due.rows) {
         if (this.closed) return;

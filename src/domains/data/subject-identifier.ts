@@ -11,9 +11,14 @@ import { type SubjectConfig, findSubjectId, findSubjectIdsByFirstValue } from '.
  */
 export function identifierOf(mode: string, subject: SubjectRow, config: SubjectConfig): string | null {
   if (mode === 'Id') return subject.id;
-  const field = mode === 'ExternalId' ? undefined : config.byKey.get(mode);
-  const text = mode === 'ExternalId' ? subject.external_id : field ? firstText(field.dataType, subject.values[mode]) : null;
+  const text = mode === 'ExternalId' ? subject.external_id : fieldText(mode, subject, config);
   return text === null || isBlank(text) ? null : text;
+}
+
+/** The first value's text of the subject field `key`, or null (no such field, no value). */
+function fieldText(key: string, subject: SubjectRow, config: SubjectConfig): string | null {
+  const field = config.byKey.get(key);
+  return field ? firstText(field.dataType, subject.values[key]) : null;
 }
 
 /** The subjects a provider's identifier names under `mode` (usually one; a non-unique field may give more). */

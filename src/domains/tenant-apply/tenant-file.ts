@@ -4,14 +4,14 @@ import type { DataTypeName } from '../../db/tables.js';
 import { PERMISSIONS, SCOPES } from '../../core/permissions.js';
 import { isSecretHash } from '../auth/secrets.js';
 import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/invitation-mail.js';
-import { MAX_KEY_LENGTH, canonicalKeys } from '../../core/input.js';
+import { MAX_KEY_LENGTH, canonicalKeys, isBlank } from '../../core/input.js';
 
 const key = z
   .string()
   .min(1, 'must not be empty')
   .max(MAX_KEY_LENGTH, `must be at most ${MAX_KEY_LENGTH} characters`)
   // A blank key names nothing (P87): a blank matching field would identify subjects by blank values.
-  .refine((k) => k.trim() !== '', 'must not be only white space');
+  .refine((k) => !isBlank(k), 'must not be only white space');
 const dataType = z.enum(DATA_TYPES as [DataTypeName, ...DataTypeName[]]);
 
 const subjectField = z.strictObject({
