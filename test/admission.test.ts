@@ -178,6 +178,7 @@ describe('the tenant share and its queue (issue 15)', () => {
     s = await setup({ ADMISSION_CAPACITY: '4', ADMISSION_QUEUE_LIMIT: '2', ADMISSION_QUEUE_TIMEOUT_MS: '60000' }, 12);
   });
 
+  // P52: admission control, per tenant share.
   it('holds a tenant to its share: 2 run, 2 wait, the next are refused 429 (REST problem+json, GraphQL TOO_MANY_REQUESTS), another tenant is served; all admitted complete on release', async () => {
     const { app, a, b } = s;
     const before = await admission(app, a.tenant.key);

@@ -287,6 +287,7 @@ describe('token endpoint (D4)', () => {
     it('when there is no body at all', async () => {
       expectOAuthError(await tokenRequest(undefined), 400, 'invalid_request');
     });
+    // P7: Basic and a form secret together, or a repeated parameter, is invalid_request.
     it('when the client authenticates both with HTTP Basic and with a form secret', async () => {
       const res = await tokenRequest(formFields(), { authorization: basicAuth(FULL_CLIENT.clientId, FULL_CLIENT.clientSecret) });
       expectOAuthError(res, 400, 'invalid_request');
@@ -426,6 +427,7 @@ describe('a standard OAuth client library (oauth4webapi) against the service (D4
     expect(as.grant_types_supported).toEqual(['client_credentials']);
   });
 
+  // P60: RFC 9068 access tokens (aud, client_id).
   it('issues RFC 9068 access tokens: validateJwtAccessToken accepts them, with aud and client_id', async () => {
     const as = await discover();
     const client: oauth.Client = { client_id: FULL_CLIENT.clientId };
@@ -697,6 +699,7 @@ describe('signing key rotation (D4)', () => {
     });
   });
 
+  // P6: service-wide signing keys; retired keys stay in the JWKS for a token lifetime.
   it('keeps tokens issued before a rotation valid, signs new ones with the new key, and publishes both', async () => {
     const before = await tenant.token();
     const oldKid = decodeProtectedHeader(before).kid;

@@ -825,6 +825,7 @@ describe('dataPointAggregates (P57, P59)', () => {
     }
   });
 
+  // P58: cached points are also rows (data_cache_point).
   it('aggregates what the cache holds after a removal (data_cache_point follows data_cache.points)', async () => {
     await w.api.gql(SMALL, { input: base });
     const rows = async () =>

@@ -131,6 +131,7 @@ const ENDPOINTS = [
 
 const sorted = (xs: readonly string[]) => [...xs].sort();
 
+// P31: the change answers are PascalCase: {FlaggedDataExtractKeys}.
 /** A 200 change answer; returns its flagged keys sorted (the contract gives them no order). */
 function flagged(res: ApiResponse): string[] {
   expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -428,6 +429,7 @@ describe('D10: a change notification is never answered with the old data', () =>
     ({ p, t } = await setup(4));
   });
 
+  // P32: a notification's points are validated, not stored: the entry is flagged and re-fetched.
   it('right after creationOrUpdate the notified subject shows the new values; another subject stays cached', async () => {
     const first = await read(t.api, 'steps', 2);
     expect(valuesOf(first.points['E-01'])).toEqual(valuesAt(0));

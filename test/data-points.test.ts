@@ -74,6 +74,7 @@ describe('batching and the cache (D10)', () => {
     expect(provider.fetches('hr').length - before).toBe(1);
   });
 
+  // P30: DataExtract.dataPoints takes the subject ids it lists.
   it('maps the provider identifiers back to subjects, and lists several subjects through DataExtract.dataPoints (UUIDs or global ids)', async () => {
     const e01 = t.subjects.get('E-01')!;
     const e02 = t.subjects.get('E-02')!;
@@ -95,6 +96,7 @@ describe('batching and the cache (D10)', () => {
     expect(x.dataPoints.edges[3].node.subject).toEqual({ subjectId: e02, externalId: 'E-02' });
   });
 
+  // P33: any item key orders data points, typed.
   it('orders data points by Id (default) and by an item key, typed, with exact keyset paging (D6)', async () => {
     const id = t.subjects.get('E-03')!;
     const ids = async (vars: Record<string, unknown>) => {
@@ -179,6 +181,7 @@ describe('chunks and tokens (D10)', () => {
 });
 
 describe('retries (D10)', () => {
+  // P35: which provider failures are retried, and how often.
   it('tries exactly 1 + PROVIDER_RETRIES times, waiting as Retry-After says', async () => {
     const { provider, t } = await setup({ PROVIDER_RETRIES: '2' }, 1);
     provider.faults = [1, 2, 3].map(() => ({ status: 503, headers: { 'retry-after': '1' } }));
@@ -207,6 +210,7 @@ describe('retries (D10)', () => {
     expect(provider.fetches()).toHaveLength(2);
   });
 
+  // P34: a malformed provider answer fails the call.
   it('does not retry an answer that will not change (400, malformed)', async () => {
     const { provider, t } = await setup({ PROVIDER_RETRIES: '2' }, 1);
     provider.faults = [{ status: 400 }];

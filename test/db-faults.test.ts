@@ -369,6 +369,7 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     for (const marker of CRASH_MARKERS) expect(output(svc)).not.toContain(marker);
   }, 30_000);
 
+  // P51: start-up waits for its database.
   it('starts while its database is away: alive, not ready, 503 elsewhere; serves once the database is back', async () => {
     const db = await testDatabase();
     const proxy = await proxyTo(db.url);

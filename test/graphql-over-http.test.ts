@@ -157,6 +157,7 @@ describe('one answer per document (issue 18, part 2)', () => {
 
   // graphql-jit before 0.8.9 ran a mutation's own fields before those of its fragments (its issue 283):
   // the compiled run (the second) updated the subject before creating it.
+  // P69: one graphql-jit, the one that keeps a mutation's order.
   it('mutation fields run in document order, fragments included, interpreted and compiled', async () => {
     const query = `
       mutation M($first: UpsertSubjectInput!, $second: UpsertSubjectInput!) {

@@ -122,6 +122,7 @@ describe('one bad identifier fails one subject (F6)', () => {
     expect(await apply({ dataSources: [{ ...providerDataSource(provider), subjectIdentifier: 'email' }] })).not.toBeInstanceOf(Error);
   });
 
+  // P36: a subject without an identifier has no data points and causes no call.
   it('a subject stored with an empty ExternalId is never asked for: it has no data points, the others theirs', async () => {
     const { provider, t } = await setup(4);
     // As written before upserts refused it.

@@ -154,6 +154,7 @@ describe('a slow reader holds no admission units (F1)', () => {
 });
 
 describe('a response not taken within RESPONSE_WRITE_TIMEOUT_MS ends its connection (F1)', () => {
+  // P79: a slow reader holds its answer's memory for the deadline at most.
   it('a reader that stops reading a large answer is cut after the deadline and counted; a prompt reader of the same answer gets all of it', async () => {
     const before = await metric('http_responses_cut_total', 'kind="answer"');
     const stalled = slowReader(await readers[0]!.token(), BIG_PAGE, 0);

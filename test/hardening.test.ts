@@ -106,6 +106,7 @@ describe('authentication edges (D4)', () => {
     expectProblem(await api.get('/api/v1/structuralEntity'), 403);
   });
 
+  // P48: configuration is cached per (tenant, config_version): an apply holds at once.
   it('a permission or a subject field changed by a tenant apply holds on the next request (issue 8: cached per configuration version)', async () => {
     const cfg = tenantConfig();
     await apply({ tenants: [cfg] });

@@ -56,6 +56,7 @@ describe('issue 9 item 8: bounded search work', () => {
     expect((await api.get(`/api/v2/subject?SearchTerm=${'a'.repeat(200)}`)).status).toBe(200);
   });
 
+  // P22: relevance cursors are bound to the term by a digest.
   it('keeps relevance cursors small whatever the term', async () => {
     await api.post('/api/v2/messaging/subject', person('S-1', '2024-05-01T10:00:00Z'));
     const term = 'Person S'.padEnd(200, 'x');
@@ -108,6 +109,7 @@ describe('issue 9 items 6 and 7: paths and the GraphQL endpoint', () => {
   });
 });
 
+// P47: input limits are checked in the shared binding before anything is walked.
 describe('issue 9 items 4 and 8: long lists', () => {
   it('binds a list as one array parameter, and refuses lists over 1000 items naming them', async () => {
     const keys = Array.from({ length: 1000 }, (_, i) => `k-${i}`);

@@ -298,6 +298,7 @@ describe('GET /openapi.json for client generators', () => {
     }
   });
 
+  // P61: OpenAPI types a sent value, so a typed client refuses a wrong kind.
   it('generates a TypeScript client with openapi-typescript that compiles with tsc, examples included', async () => {
     const client = astToString(await openapiTS(structuredClone(doc)));
     // Every example of the document, typed by the generated client: the examples and the types agree.

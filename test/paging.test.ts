@@ -479,6 +479,7 @@ describe('REST: OrderBy and OrderDirection (D6)', () => {
   });
 
   // D6: typed fields sort by their type; missing values last in Ascending.
+  // P14: a custom field key orders structural entities by its type.
   it('an Integer field orders numerically (9 before 10), missing values last (Ascending) or first (Descending)', async () => {
     const asc = (await fetch({ orderBy: 'headcount', first: 1000 })).keys;
     const desc = (await fetch({ orderBy: 'headcount', orderDirection: 'Descending', first: 1000 })).keys;
@@ -568,6 +569,7 @@ describe('REST: bounds and bad cursors (D6)', () => {
     ['Last=2.0', 'Last'],
     ['Last=ten', 'Last'],
     ['first=-5', 'First'],
+    // P1: a repeated scalar parameter is 400 naming it.
     ['First=1&First=2', 'First'],
   ])('%s: 400 problem+json naming %s', async (query, location) => {
     expect400(await api.get(`${PATH}?${query}`), location);

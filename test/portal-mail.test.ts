@@ -161,6 +161,7 @@ describe('delivery over SMTP (D9)', () => {
     expect(mail!.html).not.toContain('<b>');
   });
 
+  // P44: invitation mails are rendered from the tenant's templates, HTML-escaped.
   it("a tenant's template (subject, text, HTML) fills every placeholder, escaping values in the HTML", async () => {
     const custom = await createTenant(inst, {
       name: 'Care & Co',
@@ -467,6 +468,7 @@ describe('dead letters', () => {
     expect(await outbox(api)).toMatchObject({ pending: 0, dead: 0, sent: 1 });
   });
 
+  // P45: a 5xx refusal is a dead letter at once; the rest is retried.
   it('a recipient refused for good (550) is a dead letter at once, without retries', async () => {
     sink.refuseRecipients.add('nobody@dead.example');
     await invite(api, id, ['nobody@dead.example']);

@@ -117,6 +117,7 @@ describe('POST /api/v1/subject/{id}/invite: self access (D9)', () => {
     expect((await oapi.post(invitePath(named))).body[0]).toMatchObject({ displayName: 'Maxi', inviteMethod: 'SelfAccess' });
   });
 
+  // P42: one self-access user per subject.
   it("after the subject's e-mail changed, a new invitation replaces the self-access user", async () => {
     const id = await subject(api, 'E-2', 'Jane Roe', 'jane@example.org');
     const before = (await api.post(invitePath(id))).body[0];
@@ -143,6 +144,7 @@ describe('POST /api/v1/subject/{id}/invite: third parties (D9)', () => {
     ]);
   });
 
+  // P41: e-mail addresses compare case-insensitively as a whole.
   it('is idempotent per (subject, e-mail), comparing e-mails case-insensitively; answers every user the call names, in order', async () => {
     const before = new Map((await listed(api, id)).map((u) => [u.email.toLowerCase(), u]));
     const r = await api.post(invitePath(id), [
@@ -188,6 +190,7 @@ describe('POST /api/v1/subject/{id}/invite: third parties (D9)', () => {
     expect(emailsOf(await listed(api, other))).toEqual(['anna@relatives.example']);
   });
 
+  // P39: [] is third-party access for nobody.
   it('an empty array is third-party access for nobody: 200 []', async () => {
     const r = await api.post(invitePath(id), []);
     expect(r.status).toBe(200);
@@ -320,6 +323,7 @@ describe('invite and remove: 404, 409 and 403', () => {
     expectProblem(await remover.post(invitePath(john)), 403);
   });
 
+  // P40: the order of checks: 403, 404, 400, 409.
   it('400 for a malformed e-mail comes after 404 and before 409 (the order: 403, 404, 400, 409)', async () => {
     expectProblem(await api.post(invitePath(randomUUID()), ['bad']), 404);
     const napi = await noPortal.client();
@@ -428,6 +432,7 @@ describe('GET /api/v1/subject/{id}/subjectAccessUsers: the lower-camel envelope,
     expect(start.pageInfo).toMatchObject({ hasNextPage: true, hasPreviousPage: false });
   });
 
+  // P43: the portal users list orders by Email (default) or DisplayName.
   it('orders descending and by DisplayName on request; an unknown OrderBy is 400', async () => {
     const desc = (await api.get(usersPath(id, '?First=1000&OrderDirection=descending'))).body;
     expect(desc.edges.map((e: any) => e.node.email)).toEqual([...all].reverse());
@@ -584,6 +589,7 @@ describe('GraphQL: the same operations (D11, D4)', () => {
 });
 
 describe('mailOutbox (operations, D9)', () => {
+  // P46: mailOutbox needs View:SubjectAccessInvite and counts the tenant's mails only.
   it("counts the tenant's invitations; without SMTP_URL they are logged and count as sent", async () => {
     const other = await createTenant(app, { portal: PORTAL });
     const oapi = await other.client();

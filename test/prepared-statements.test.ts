@@ -61,6 +61,7 @@ const backends = async () =>
   new Set(await onEveryConnection(app, async (c) => (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(c)).rows[0]!.pid));
 
 describe('prepared statements (P71)', () => {
+  // P75: statements built once per shape keep P71's prepared texts.
   it('a connection that authenticated and wrote a subject holds those statements prepared, and only fixed ones', async () => {
     expect(await upsertMany(0, 20)).toEqual(Array(20).fill(201));
     const perConnection = await preparedOnEveryConnection();

@@ -114,6 +114,7 @@ describe('data provider circuit breaker', () => {
     expect(warnings()).toHaveLength(5);
   });
 
+  // P35: the probe delay doubles while probes fail and resets once one succeeds.
   it('doubles the probe delay while probes fail, and starts again from 1 s after it closed', async () => {
     const { provider, t, lines } = await setup();
     expect(await read(t, 'E-02')).toBe(3);

@@ -85,6 +85,7 @@ describe('D5 problem+json on every error', () => {
     expect(await res.json()).toEqual({ error: 'invalid_request', error_description: expect.any(String) });
   });
 
+  // P4: traceId is the request id, also X-Request-Id; a safe incoming one is reused.
   it('uses a well-formed incoming X-Request-Id as the traceId', async () => {
     const res = await api.get('/api/v1/structuralEntity/does-not-exist', { 'X-Request-Id': 'trace-abc.123' });
     expect(res.headers.get('x-request-id')).toBe('trace-abc.123');

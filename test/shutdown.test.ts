@@ -216,6 +216,7 @@ afterAll(async () => {
 });
 
 describe('SIGTERM: a drained shutdown (issue 15)', () => {
+  // P53: shutdown drains.
   it('answers /readyz 503 at once, serves with Connection: close during the drain (kept-alive connections too), then refuses connections, finishes the in-flight request and exits 0', async () => {
     const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
     try {

@@ -538,6 +538,7 @@ describe('custom field values (D5, D7, D8)', () => {
     expect((await get(api, 'co')).status).toBe(404);
   });
 
+  // P12: required custom fields are enforced on create and type change; clearing one is 400.
   it("required custom fields: needed on create, cannot be cleared (D8 with D7's rule)", async () => {
     const req = await freshClient({
       structureTypes: [
@@ -612,6 +613,7 @@ describe('list filters (D8), query parameter names (D5)', () => {
   });
 
   // D8: SearchTerm over DisplayName and Key with the subjects' rule (D7: ILIKE or word_similarity >= 0.3).
+  // P15: a SearchTerm keeps the entity order (Key).
   it('SearchTerm over DisplayName and Key, case-insensitive and typo-tolerant', async () => {
     expect(await filtered('SearchTerm=finance')).toEqual(['cc-7781']); // DisplayName only
     expect(await filtered('SearchTerm=7781')).toEqual(['cc-7781']); // Key only
@@ -833,6 +835,7 @@ describe('REST and GraphQL agree (D8, D11)', () => {
     expect((await get(api, 'root')).body.DisplayName).toBe('Root');
   });
 
+  // P26: mutation payloads carry `created` (REST's 201 or 200).
   it('the upsertStructuralEntity mutation writes what REST reads, with the same rules', async () => {
     const m = await api.gql<any>(
       `mutation($input: UpsertStructuralEntityInput!) { upsertStructuralEntity(input: $input) { created structuralEntity { key depth parentKey customFieldValues { field { key } values { value } } } } }`,

@@ -154,6 +154,7 @@ describe('list filters: locations (D7)', () => {
     expect(await listed(api, 'structuralEntityKey=sales,ops')).toEqual(both);
     expect(await listed(api, 'structuralEntityKey=sales&StructuralEntityKeys=ops')).toEqual(both);
     expect(await listed(api, 'StructuralEntityKeys=acme')).toEqual([]);
+    // P20: an unknown key in the list filter matches nothing.
     expect(await listed(api, 'StructuralEntityKeys=nowhere')).toEqual([]);
     expect(await listed(api, 'StructuralEntityKeys=SALES')).toEqual([]); // D2: keys are case-sensitive
   });
@@ -525,6 +526,7 @@ describe('ordering by other types (D6)', () => {
 });
 
 describe('ordering by a subject field added to the configuration later (D6, D3)', () => {
+  // P24: a subject field added by an apply is indexed for every existing subject.
   it('lists every subject, the ones without a value last, and TotalCount agrees', async () => {
     const tenant = await createTenant(app);
     const api = await tenant.client();

@@ -118,6 +118,7 @@ describe('sent values: the 400 kinds, on upsert and on PATCH, nothing written (D
     ['unknown key', sv('nope', 'String', 'x'), '.Key'],
     ['unknown data type name', sv('email', 'Text', 'x'), '.Value'],
     ["data type differing from the field's", sv('grade', 'String', '5'), '.Value'],
+    // P16: strict JSON kinds in bodies: "5" is not an Integer.
     ['an Integer sent as a JSON string', sv('grade', 'Integer', '5'), '.Value.Integer.Value'],
     ['a fractional Integer', sv('grade', 'Integer', 1.5), '.Value.Integer.Value'],
     ['a String sent as a JSON number', sv('email', 'String', 5), '.Value.String.Value'],
@@ -193,6 +194,7 @@ describe('sent values: the 400 kinds, on upsert and on PATCH, nothing written (D
     await expectUnchanged();
   });
 
+  // P18: matching fields cannot be cleared.
   it('clearing the matching field by PATCH is a 400, nothing written', async () => {
     const r = await api.patch(byId(id), { CustomFields: [sv('email', 'String', 'new@example.org'), sv('employeeNumber', 'String', null)] });
     expectValidation(r, 'CustomFields[1].Value');
@@ -445,6 +447,7 @@ describe('upsert: matching, create/update, response, locations (D7)', () => {
     expect(locationKeys((await full.get(byId(sid))).body)).toEqual(['dept-b']);
 
     // Creating (with locations) needs Create:Subject only; updating needs Edit:Subject.
+    // P19: creating by upsert with StructuralEntityKeys needs only Create:Subject.
     const createOnly = limited('create-only', ['Create:Subject']);
     const editOnly = limited('edit-only', ['Edit:Subject']);
     const t2 = await createTenant(app, { structuralEntities: ENTITIES, clients: [FULL_CLIENT, createOnly, editOnly] });
@@ -846,6 +849,7 @@ describe('GraphQL: Subject fields, subject(id), node(id), StructuralEntity.subje
     expect(textOf(rest.body, 'fullName')).toBe('Graph Quill');
   });
 
+  // P25: GraphQL values take the REST sent shape: one validator, the same locations.
   it('upsertSubject with a bad value: a BAD_REQUEST error naming the location, nothing written', async () => {
     const r = await api.gql(`mutation($input: UpsertSubjectInput!) { upsertSubject(input: $input) { subject { id } } }`, {
       input: {

@@ -439,6 +439,7 @@ describe('D3 secrets', () => {
     expect(pathsOf(neither)).toContain('tenants[0].clients[0].clientSecret');
   });
 
+  // P10: outbound secrets are encrypted at rest, not hashed (they must be sent).
   it('a data source client secret is not stored in plaintext', async () => {
     const t = fullTenant();
     await apply({ tenants: [t] });

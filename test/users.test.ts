@@ -140,6 +140,7 @@ describe('GET /api/v1/users (D9)', () => {
 });
 
 describe('GraphQL users (D9, D11)', () => {
+  // P38: REST answers a plain array of at most 1000 users; GraphQL pages through any number.
   it('gives the same users as REST, as a connection with totalCount, groups and exact paging', async () => {
     const q = `query($after: String, $inactive: Boolean, $subject: ID) {
       users(first: 2, after: $after, includeInactive: $inactive, withAccessToSubjectId: $subject) {
