@@ -12,7 +12,8 @@ export default tseslint.config(
     languageOptions: {
       parserOptions: {
         // bench/peers/*.mjs: the PostGraphile peer, plain JavaScript outside tsconfig.json (bench/README.md, "Peers").
-        projectService: { allowDefaultProject: ['eslint.config.js', '.dependency-cruiser.cjs', 'bench/peers/*.mjs'] },
+        // web/**/*.ts find web/tsconfig.json (the browser's globals: the DOM library, not Node's types).
+        projectService: { allowDefaultProject: ['eslint.config.js', '.dependency-cruiser.cjs', 'bench/peers/*.mjs', 'web/build.js'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },

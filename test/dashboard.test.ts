@@ -8,7 +8,7 @@ import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserAvailable, loopbackPage } from './browser.js';
 import { schema } from '../src/app/schema.js';
-import { DASHBOARD_QUERIES } from '../src/http/dashboard.js';
+import { DASHBOARD_QUERIES } from '../web/dashboard/queries.js';
 import { type TestApp, freePort, startApp } from './helpers.js';
 
 // Issue 17, the demo dashboard at GET /dashboard: served outside production like GraphiQL, its assets from
