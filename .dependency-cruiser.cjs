@@ -26,6 +26,27 @@ const domainRules = DOMAINS.map((domain, i) => ({
   to: { path: `^src/(?:domains/(?:${DOMAINS.slice(i + 1).join('|') || '$^'})/|app/|cli/|provider/|server\\.ts$)` },
 }));
 
+// The data domain's subsystems, bottom up (docs/data-cache.md): each may import the ones before it, never a
+// later one or the domain's top-level files (its service, schema, routes and door).
+const DATA_SUBSYSTEMS = ['model', 'provider', 'live', 'cache', 'aggregates'];
+
+const dataRules = [
+  ...DATA_SUBSYSTEMS.map((sub, i) => ({
+    name: `data-${sub}-points-down`,
+    comment: `domains/data/${sub}/ may import ${DATA_SUBSYSTEMS.slice(0, i).join(', ') || 'no other data subsystem'}; never the data domain's top-level files.`,
+    severity: 'error',
+    from: { path: `^src/domains/data/${sub}/` },
+    to: { path: `^src/domains/data/(?:(?:${DATA_SUBSYSTEMS.slice(i + 1).join('|') || '$^'})/|[^/]+$)` },
+  })),
+  {
+    name: 'data-subsystem-through-its-door',
+    comment: 'A data subsystem is reached from outside it only through its index.ts; its other files are private.',
+    severity: 'error',
+    from: { path: '^src/domains/data/([^/]+)' },
+    to: { path: '^src/domains/data/[^/]+/', pathNot: ['^src/domains/data/$1/', '^src/domains/data/[^/]+/index\\.ts$'] },
+  },
+];
+
 module.exports = {
   forbidden: [
     {
@@ -37,6 +58,7 @@ module.exports = {
     },
     ...plumbingRules,
     ...domainRules,
+    ...dataRules,
     {
       name: 'migrations-are-frozen',
       comment: 'A migration never imports application code: it must run the same way forever.',

@@ -27,7 +27,7 @@ import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { SecretBox } from '../src/domains/data/secret-box.js';
+import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
 

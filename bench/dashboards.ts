@@ -43,7 +43,7 @@ import { createAppServer } from '../src/http/app-server.js';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { MAX_AGGREGATE_SUBJECTS } from '../src/domains/data/data-aggregate.service.js';
+import { MAX_AGGREGATE_SUBJECTS } from '../src/domains/data/index.js';
 import { classify } from './capture.js';
 import { freePort, makeWorkDir, onCleanup, pinSelf, runMain, spawnPinned, waitForHttp } from './processes.js';
 import { type Machine, type Target, machineFacts, provenance, writeReport } from './report.js';

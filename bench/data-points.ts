@@ -30,8 +30,8 @@ import { type App, buildApp } from '../src/app/app.js';
 import { type Config, loadConfig } from '../src/core/config.js';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { ProviderClient, type ProviderSource } from '../src/domains/data/provider-client.js';
-import { SecretBox } from '../src/domains/data/secret-box.js';
+import { ProviderClient, type ProviderSource } from '../src/domains/data/index.js';
+import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
 

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import type { Db } from '../src/db/tables.js';
-import { SecretBox } from '../src/domains/data/secret-box.js';
+import { SecretBox } from '../src/domains/data/index.js';
 import { matchingKeyOf, valueRows } from '../src/domains/subject/subject-values.js';
 import { loadSubjectConfig } from '../src/domains/subject/subject.repository.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { type Socket, connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { SecretBox } from '../src/domains/data/secret-box.js';
+import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import { freePort, makeWorkDir, onCleanup, pinSelf, runMain, spawnPinned, waitForHttp } from './processes.js';
 import { createBenchDatabase } from './seed.js';

@@ -10,7 +10,7 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { SecretBox } from '../src/domains/data/secret-box.js';
+import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import { Flood } from '../test/token-flood.js';
 import { makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';

@@ -14,7 +14,7 @@ import { createAppServer } from './http/app-server.js';
 import { upsertSubject } from './domains/subject/subject.service.js';
 import { findClientByTenantKey } from './domains/auth/auth.repository.js';
 import { clientPrincipal } from './domains/auth/authenticate.js';
-import { findDataPointsUrl } from './domains/data/data.repository.js';
+import { findDataPointsUrl } from './domains/data/index.js';
 import { verifySecret } from './domains/auth/secrets.js';
 import { hasTenants } from './domains/tenant-apply/tenant-apply.repository.js';
 import { type RunningProvider, createReferenceProvider } from './provider/reference-provider.js';

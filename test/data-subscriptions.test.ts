@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type JWK, SignJWT, importJWK } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from '../src/domains/data/data-subscription.js';
+import { type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from '../src/domains/data/index.js';
 import { ApiClient, FULL_CLIENT, type TestApp, createTenant, startApp, startPeer } from './helpers.js';
 import { type DataTenant, FakeProvider, createDataTenant, eventually } from './fake-provider.js';
 import { ANY_PRINCIPAL as principal, Subscriber, feedWithBus } from './live-updates.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Delivery, MAX_PENDING_BURSTS } from '../src/domains/data/data-subscription.js';
+import { type Delivery, MAX_PENDING_BURSTS } from '../src/domains/data/index.js';
 import { type TestApp, startApp } from './helpers.js';
 import { type DataTenant, FakeProvider, createDataTenant, eventually } from './fake-provider.js';
 import { ANY_PRINCIPAL as principal, Subscriber, feedWithBus } from './live-updates.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SecretBox } from '../src/domains/data/secret-box.js';
+import { SecretBox } from '../src/domains/data/index.js';
 import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import { ApiClient, FULL_CLIENT, type TestApp, createTenant, expectProblem, expectValidation, startApp, tenantConfig } from './helpers.js';
 

@@ -2,7 +2,7 @@ import { type Client, type ExecutionResult, createClient } from 'graphql-sse';
 import { pino } from 'pino';
 import type { Principal } from '../src/core/permissions.js';
 import { EventBus } from '../src/db/event-bus.js';
-import { DataChangeFeed } from '../src/domains/data/data-subscription.js';
+import { DataChangeFeed } from '../src/domains/data/index.js';
 
 // Live updates (`dataPointsChanged`) as the tests read them: over SSE through graphql-sse, and in process
 // through a feed whose bus messages are handed in directly.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { migrations } from '../db/migrations.js';
-import { SecretBox } from '../src/domains/data/secret-box.js';
+import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import { type ApiClient, type ApiResponse, type TestApp, createTenant, expectValidation, startApp, tenantConfig } from './helpers.js';
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SecretBox } from '../src/domains/data/secret-box.js';
+import { SecretBox } from '../src/domains/data/index.js';
 import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
 import { ApiClient, FULL_CLIENT, type TestApp, startApp, tenantConfig } from './helpers.js';
 

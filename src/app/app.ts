@@ -17,9 +17,7 @@ import { EventBus } from '../db/event-bus.js';
 import { authRoutes } from '../domains/auth/auth.routes.js';
 import { requireToken } from '../domains/auth/authenticate.js';
 import { TokenService } from '../domains/auth/tokens.js';
-import { DataCache } from '../domains/data/data-cache.js';
-import { DataChangeFeed } from '../domains/data/data-subscription.js';
-import { SecretBox } from '../domains/data/secret-box.js';
+import { AggregateMemory, DataCache, DataChangeFeed, SecretBox, dataContext } from '../domains/data/index.js';
 import { OutboxSender } from '../domains/portal/outbox.sender.js';
 import {
   AppError,
@@ -237,11 +235,12 @@ export async function buildApp({
   if (dashboard) app.use(dashboardRouter({ demoDefaults: config.NODE_ENV !== 'production' }));
   // One authentication and one context for REST routes and /graphql alike.
   const authenticateFor = (scopes: readonly Scope[]) => requireToken(db, tokens, scopes, (holder, res) => admission.gate(holder, res));
+  const aggregates = new AggregateMemory();
   const contextOf = (req: Request): ContextInit => ({
     db,
     principal: req.principal!,
     requestId: String(req.id),
-    data,
+    ...dataContext(data, aggregates),
     dataChanges,
   });
   const yoga = createYoga<{ req: Request; res: Response }>({

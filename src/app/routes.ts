@@ -1,4 +1,4 @@
-import { dataRoutes } from '../domains/data/data.routes.js';
+import { dataRoutes } from '../domains/data/index.js';
 import { portalRoutes } from '../domains/portal/portal.routes.js';
 import { structuralEntityRoutes } from '../domains/structural-entity/structural-entity.routes.js';
 import { subjectRoutes } from '../domains/subject/subject.routes.js';

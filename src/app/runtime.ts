@@ -4,7 +4,7 @@ import type { Config } from '../core/config.js';
 import { type DatabaseHandle, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { isDatabaseUnavailable } from '../core/errors.js';
-import { SecretBox } from '../domains/data/secret-box.js';
+import { SecretBox } from '../domains/data/index.js';
 import { applyTenantFile } from '../domains/tenant-apply/tenant-apply.service.js';
 
 /** The process logger: JSON lines (pino). */

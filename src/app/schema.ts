@@ -7,9 +7,7 @@ import '../graphql/connections.js';
 import '../domains/custom-field/custom-field.schema.js';
 import '../domains/structural-entity/structural-entity.schema.js';
 import '../domains/subject/subject.schema.js';
-import '../domains/data/data.schema.js';
-import '../domains/data/data-aggregate.schema.js';
-import '../domains/data/data-subscription.schema.js';
+import '../domains/data/index.js';
 import '../domains/portal/portal.schema.js';
 import '../domains/user/user.schema.js';
 

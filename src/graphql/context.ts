@@ -3,24 +3,15 @@ import type { Db } from '../db/tables.js';
 import type { Principal } from '../core/permissions.js';
 import { Slices } from './slices.js';
 
-/** D10: data served from the cache because its provider failed, reported in `extensions.staleData`. */
-export interface StaleNotice {
-  extractKey: string;
-  subjectIdentifier: string;
-  fetchedAt: string;
-}
-
 /**
  * Per-request GraphQL context. Domains add the services they need by declaration merging (the data
- * cache: `domains/data/data-cache.ts`), so this layer never imports a domain. Pothos keeps its dataloaders in a cache keyed by this object, so every
+ * cache and the stale data served: `domains/data/cache/data-cache.ts`), so this layer never imports a domain. Pothos keeps its dataloaders in a cache keyed by this object, so every
  * loader lives exactly as long as one request and never crosses tenants.
  */
 export interface Context {
   db: Db;
   principal: Principal;
   requestId: string;
-  /** Stale data served in this request, by extract and subject identifier. */
-  staleData: Map<string, StaleNotice>;
   /**
    * The tenant's data version read with the principal, in a query: cached TotalCounts are looked up
    * under it without reading it again. Undefined in a mutation, which may change it before it counts.
@@ -40,13 +31,12 @@ export function dataVersionFor(
 }
 
 /** What the application supplies for a request's context; the rest is derived per request. */
-export type ContextInit = Omit<Context, 'staleData' | 'dataVersion' | 'slices'>;
+export type ContextInit = Omit<Context, 'dataVersion' | 'slices'>;
 
 /** Builds the context for one request (GraphQL or a REST route executing its operation `document`). */
 export function createContext(init: ContextInit, document?: DocumentNode, operationName?: string | null): Context {
   return {
     ...init,
-    staleData: new Map(),
     dataVersion: dataVersionFor(init.principal, document, operationName),
     slices: new Slices(),
   };

@@ -161,6 +161,11 @@ export function logArgs(args: unknown[]): Record<string, unknown> {
   return { ...(cause ? { err: cause } : {}), ...(details.length ? { details } : {}) };
 }
 
+/** What `staleDataExtension` reads of a context: the stale data a domain recorded, by key (D10). */
+interface StaleDataHolder {
+  staleData?: ReadonlyMap<string, unknown>;
+}
+
 /**
  * D10: stale data served in this response, as `extensions.staleData`; in a @defer/@stream query's parts,
  * each part lists what was served stale since the part before it.
@@ -169,7 +174,7 @@ export const staleDataExtension: Plugin = {
   onExecute({ args }) {
     return {
       onExecuteDone({ result, setResult }) {
-        const stale = (args.contextValue as Partial<Context>).staleData;
+        const stale = (args.contextValue as StaleDataHolder).staleData;
         if (isAsyncIterable(result)) {
           const told = new Set<string>();
           return {

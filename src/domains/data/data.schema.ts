@@ -8,11 +8,20 @@ import type { DataExtractRow, SubjectRow } from '../../db/tables.js';
 import { NotFoundError, ValidationError } from '../../core/errors.js';
 import { MAX_PAGE_SIZE, type PageArgs, paginateLoaded } from '../../db/paging.js';
 import { SubjectRef, subjectConfig, subjectUuid } from '../subject/subject.schema.js';
-import type { CachedPoints, SubjectKey } from './data-cache.js';
-import { type DataPoint, type DataPointItem, plainValue, pointSortKey, pointValueText } from './data-points.js';
-import { type ExtractOrder, type ExtractWithSource, findExtracts, pageExtracts } from './data.repository.js';
+import type { CachedPoints, SubjectKey } from './cache/index.js';
+import {
+  type DataPoint,
+  type DataPointItem,
+  type ExtractOrder,
+  type ExtractWithSource,
+  findExtracts,
+  identifierOf,
+  pageExtracts,
+  plainValue,
+  pointSortKey,
+  pointValueText,
+} from './model/index.js';
 import { refreshDataSet, reportDataChange, saveDataExtract } from './data.service.js';
-import { identifierOf } from './subject-identifier.js';
 
 export const DataExtractRef = builder.loadableNodeRef('DataExtract', {
   id: { resolve: (x: ExtractWithSource) => x.key },

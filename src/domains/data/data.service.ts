@@ -1,26 +1,26 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Context } from '../../graphql/context.js';
 import type { DataExtractRow } from '../../db/tables.js';
-import { isUniqueViolation } from '../../db/transaction.js';
+import { isUniqueViolation } from '../../db/faults.js';
+import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../core/errors.js';
-import { MAX_LIST_ITEMS } from '../../core/input.js';
+import { MAX_KEY_LENGTH, MAX_LIST_ITEMS, MAX_NAME_LENGTH } from '../../core/input.js';
 import { requirePermission } from '../../core/permissions.js';
-import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../../core/input.js';
 import { cachedSubjectConfig } from '../subject/subject.repository.js';
-import { type DataPoint, POINT_TYPES, pointValueProblem } from './data-points.js';
+import { invalidate } from './cache/index.js';
 import {
+  type DataPoint,
+  POINT_TYPES,
   findDataSource,
   findExtracts,
   findExtractsOfInboundClient,
   findSourcesOfInboundClient,
-  flagExtract,
-  flagSubject,
   insertExtract,
   lockExtract,
+  pointValueProblem,
+  subjectsByIdentifier,
   updateExtract,
-} from './data.repository.js';
-import { subjectsByIdentifier } from './subject-identifier.js';
-import { publishDataPointsChange } from './data-points.events.js';
+} from './model/index.js';
 
 /** Bounds on one notification, so a body cannot hold unbounded work (413 covers the bytes). */
 const MAX_POINTS = MAX_LIST_ITEMS;
@@ -136,16 +136,14 @@ export async function reportDataChange(ctx: Context, input: DataChangeInput): Pr
   const recreated = points.map((p) => p.Id);
   // What live subscribers hear (dataPointsChanged): a report of removals only is REMOVED.
   const kind = removed.length > 0 && points.length === 0 ? 'REMOVED' : 'CHANGED';
-  await ctx.data.withInvalidation(async (trx, publish) => {
-    for (const x of extracts) {
-      const subjectIds = subjectsBySource.get(x.data_source_key) ?? [];
-      if (subjectIds.length === 0) continue;
-      await flagSubject(trx, tenantId, [x.key], subjectIds, removed, recreated);
-      await publish({ t: tenantId, x: x.key, s: subjectIds });
-      await publishDataPointsChange(trx, { tenantId, extractKey: x.key, subjectIds, kind });
-    }
-  });
-  return { flaggedDataExtractKeys: extracts.filter((x) => (subjectsBySource.get(x.data_source_key) ?? []).length > 0).map((x) => x.key) };
+  const flagged = extracts
+    .map((x) => ({ key: x.key, subjectIds: subjectsBySource.get(x.data_source_key) ?? [] }))
+    .filter((x) => x.subjectIds.length > 0);
+  const done = await inTransaction(ctx.db, (trx) =>
+    invalidate(trx, { tenantId, extracts: flagged, kind, removedIds: removed, recreatedIds: recreated }),
+  );
+  await ctx.data.delivered(done);
+  return { flaggedDataExtractKeys: flagged.map((x) => x.key) };
 }
 
 /** Refresh data set (D10): every cached entry of the extract flagged stale and re-fetched in the background. */
@@ -154,13 +152,11 @@ export async function refreshDataSet(ctx: Context, dataExtractKey: string): Prom
   const { tenantId } = ctx.principal;
   const [extract] = await findExtracts(ctx.db, tenantId, [dataExtractKey]);
   if (!extract) throw new NotFoundError(`No data extract has the key '${dataExtractKey}'.`);
-  const flaggedEntries = await ctx.data.withInvalidation(async (trx, publish) => {
-    const n = await flagExtract(trx, tenantId, dataExtractKey);
-    await publish({ t: tenantId, x: dataExtractKey, s: null });
-    await publishDataPointsChange(trx, { tenantId, extractKey: dataExtractKey, subjectIds: null, kind: 'REFRESHED' });
-    return n;
-  });
-  return { dataExtractKey, flaggedEntries };
+  const done = await inTransaction(ctx.db, (trx) =>
+    invalidate(trx, { tenantId, extracts: [{ key: dataExtractKey, subjectIds: null }], kind: 'REFRESHED' }),
+  );
+  await ctx.data.delivered(done);
+  return { dataExtractKey, flaggedEntries: done.flagged };
 }
 
 export interface ExtractInput {
@@ -199,17 +195,18 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
     errors.add('options', 'Options must not contain U+0000.');
   errors.throwIfAny();
 
-  return ctx.data.withInvalidation(async (trx, publish) => {
+  const { row, done } = await inTransaction(ctx.db, async (trx) => {
     const existing = await lockExtract(trx, tenantId, input.key);
     if (mode === 'create') {
       if (existing) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
       try {
-        return await insertExtract(trx, tenantId, {
+        const row = await insertExtract(trx, tenantId, {
           key: input.key,
           name: input.name!,
           data_source_key: input.dataSourceKey!,
           options: (options ?? {}) as object,
         });
+        return { row, done: undefined };
       } catch (e) {
         if (isUniqueViolation(e)) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
         throw e;
@@ -221,12 +218,13 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
       data_source_key: input.dataSourceKey ?? existing.data_source_key,
       options: (options ?? existing.options) as object,
     };
-    const updated = await updateExtract(trx, tenantId, input.key, next);
-    if (next.data_source_key !== existing.data_source_key || !isDeepStrictEqual(next.options, existing.options)) {
-      await flagExtract(trx, tenantId, input.key);
-      await publish({ t: tenantId, x: input.key, s: null });
-      await publishDataPointsChange(trx, { tenantId, extractKey: input.key, subjectIds: null, kind: 'REFRESHED' });
-    }
-    return updated;
+    const row = await updateExtract(trx, tenantId, input.key, next);
+    const changed = next.data_source_key !== existing.data_source_key || !isDeepStrictEqual(next.options, existing.options);
+    const done = changed
+      ? await invalidate(trx, { tenantId, extracts: [{ key: input.key, subjectIds: null }], kind: 'REFRESHED' })
+      : undefined;
+    return { row, done };
   });
+  if (done) await ctx.data.delivered(done);
+  return row;
 }

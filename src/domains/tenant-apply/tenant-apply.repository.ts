@@ -2,8 +2,6 @@ import { type Insertable, type SqlBool, sql } from 'kysely';
 import type {
   AppUserTable,
   ClientTable,
-  DataExtractTable,
-  DataSourceTable,
   Db,
   PortalConfigTable,
   StructureTypeFieldTable,
@@ -269,57 +267,5 @@ export async function upsertPortalConfig(db: Db, tenantId: string, p: TenantRow<
     .insertInto('portal_config')
     .values(row)
     .onConflict((oc) => oc.column('tenant_id').doUpdateSet(row))
-    .execute();
-}
-
-/** How a data source reaches its provider (what, when changed, makes its cached data stale), if it exists. */
-export async function findDataSourceConnection(db: Db, tenantId: string, sourceKey: string) {
-  return db
-    .selectFrom('data_source')
-    .select(['get_data_points_url', 'token_url', 'client_id', 'scope', 'subject_identifier'])
-    .where('tenant_id', '=', tenantId)
-    .where('key', '=', sourceKey)
-    .executeTakeFirst();
-}
-
-/** The stored sealed client secret of a data source (`null`: none; `undefined`: no such source). */
-export async function findSealedClientSecret(db: Db, tenantId: string, sourceKey: string): Promise<string | null | undefined> {
-  return (
-    await db
-      .selectFrom('data_source')
-      .select('client_secret_enc')
-      .where('tenant_id', '=', tenantId)
-      .where('key', '=', sourceKey)
-      .executeTakeFirst()
-  )?.client_secret_enc;
-}
-
-/** Inserts or overwrites a data source. */
-export async function upsertDataSource(db: Db, tenantId: string, d: TenantRow<DataSourceTable>): Promise<void> {
-  const row = { tenant_id: tenantId, ...d };
-  await db
-    .insertInto('data_source')
-    .values(row)
-    .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet(row))
-    .execute();
-}
-
-/** What a data extract asks its source, if it exists. */
-export async function findDataExtract(db: Db, tenantId: string, extractKey: string) {
-  return db
-    .selectFrom('data_extract')
-    .select(['data_source_key', 'options'])
-    .where('tenant_id', '=', tenantId)
-    .where('key', '=', extractKey)
-    .executeTakeFirst();
-}
-
-/** Inserts or overwrites a data extract (its cache epoch is kept). */
-export async function upsertDataExtract(db: Db, tenantId: string, x: Omit<TenantRow<DataExtractTable>, 'cache_epoch'>): Promise<void> {
-  const row = { tenant_id: tenantId, ...x };
-  await db
-    .insertInto('data_extract')
-    .values(row)
-    .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet(row))
     .execute();
 }

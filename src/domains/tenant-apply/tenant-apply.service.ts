@@ -1,10 +1,8 @@
-import { isDeepStrictEqual } from 'node:util';
 import type { Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ValidationError } from '../../core/errors.js';
 import { hashSecret, verifySecret } from '../auth/secrets.js';
-import type { SecretBox } from '../data/secret-box.js';
-import { invalidateExtract } from '../data/data-cache.invalidation.js';
+import { type SecretBox, applyDataSources } from '../data/index.js';
 import { upsertStructuralEntity } from '../structural-entity/structural-entity.service.js';
 import { reindexSubjects } from '../subject/subject.service.js';
 import {
@@ -21,9 +19,6 @@ import {
   entitiesHoldCustomValue,
   entityIdsByKey,
   findClientSecretHash,
-  findDataExtract,
-  findDataSourceConnection,
-  findSealedClientSecret,
   findStructureTypeFields,
   findTenantId,
   listKeys,
@@ -34,8 +29,6 @@ import {
   replaceUserGroups,
   subjectFieldHasValues,
   upsertClient,
-  upsertDataExtract,
-  upsertDataSource,
   upsertGroup,
   upsertPortalConfig,
   upsertStructureType,
@@ -293,52 +286,6 @@ async function applyTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: stri
   }
 
   // D3: an apply never deletes cached data; what it changes about a provider flags its entries stale.
-  const changedSources = new Set<string>();
-  for (const d of t.dataSources) {
-    const before = await findDataSourceConnection(db, tenantId, d.key);
-    const after = {
-      get_data_points_url: d.getDataPointsUrl,
-      token_url: d.tokenUrl ?? null,
-      client_id: d.clientId ?? null,
-      scope: d.scope ?? null,
-      subject_identifier: d.subjectIdentifier,
-    };
-    if (before && !isDeepStrictEqual(before, after)) changedSources.add(d.key);
-    await upsertDataSource(db, tenantId, {
-      key: d.key,
-      name: d.name,
-      get_data_points_url: d.getDataPointsUrl,
-      token_url: d.tokenUrl ?? null,
-      client_id: d.clientId ?? null,
-      client_secret_enc: d.clientSecret ? await sealedSecret(db, secrets, tenantId, d.key, d.clientSecret) : null,
-      scope: d.scope ?? null,
-      subject_identifier: d.subjectIdentifier,
-      inbound_client_ids: d.inboundClientIds,
-    });
-  }
-  for (const x of t.dataExtracts) {
-    const before = await findDataExtract(db, tenantId, x.key);
-    if (
-      before &&
-      (before.data_source_key !== x.dataSourceKey ||
-        !isDeepStrictEqual(before.options, x.options) ||
-        changedSources.has(before.data_source_key))
-    ) {
-      // The cached sets answered another question: stale (served only if the provider fails) and
-      // re-fetched, on every instance (P37).
-      await invalidateExtract(db, tenantId, x.key);
-    }
-    await upsertDataExtract(db, tenantId, { key: x.key, name: x.name, data_source_key: x.dataSourceKey, options: x.options });
-  }
+  await applyDataSources(db, secrets, tenantId, t);
   if (problems.length > 0) throw new TenantConfigError(problems);
-}
-
-/** The stored sealed secret when it still opens to `secret` (idempotent apply, D3), else a new seal. */
-async function sealedSecret(db: Db, secrets: SecretBox, tenantId: string, sourceKey: string, secret: string): Promise<string> {
-  const sealed = await findSealedClientSecret(db, tenantId, sourceKey);
-  if (sealed) {
-    const stored = await secrets.open(sealed).catch(() => undefined);
-    if (stored === secret) return sealed;
-  }
-  return secrets.seal(secret);
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CompactEncrypt, compactDecrypt } from 'jose';
-import type { Db } from '../../db/tables.js';
+import type { Db } from '../../../db/tables.js';
 import { findOrCreateServiceSecret } from './data.repository.js';
 
 /**

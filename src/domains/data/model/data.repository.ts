@@ -1,8 +1,8 @@
-import { sql } from 'kysely';
-import type { DataCacheRow, DataExtractRow, DataSourceRow, Db } from '../../db/tables.js';
-import { inTransaction } from '../../db/transaction.js';
-import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../db/paging.js';
-import { type DataPoint, holdsExact } from './data-points.js';
+import { type Insertable, sql } from 'kysely';
+import type { DataCacheRow, DataExtractRow, DataExtractTable, DataSourceRow, DataSourceTable, Db } from '../../../db/tables.js';
+import { inTransaction } from '../../../db/transaction.js';
+import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../../db/paging.js';
+import { type DataPoint, holdsExact } from './points.js';
 import { parseExactJson, stringifyExactJson } from './exact-json.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
@@ -381,4 +381,60 @@ export async function findDataPointsUrl(db: Db, tenantKey: string, sourceKey: st
     .where('data_source.key', '=', sourceKey)
     .executeTakeFirst();
   return source?.url;
+}
+
+/** How a data source reaches its provider (what, when changed, makes its cached data stale), if it exists. */
+export async function findDataSourceConnection(db: Db, tenantId: string, sourceKey: string) {
+  return db
+    .selectFrom('data_source')
+    .select(['get_data_points_url', 'token_url', 'client_id', 'scope', 'subject_identifier'])
+    .where('tenant_id', '=', tenantId)
+    .where('key', '=', sourceKey)
+    .executeTakeFirst();
+}
+
+/** The stored sealed client secret of a data source (`null`: none; `undefined`: no such source). */
+export async function findSealedClientSecret(db: Db, tenantId: string, sourceKey: string): Promise<string | null | undefined> {
+  return (
+    await db
+      .selectFrom('data_source')
+      .select('client_secret_enc')
+      .where('tenant_id', '=', tenantId)
+      .where('key', '=', sourceKey)
+      .executeTakeFirst()
+  )?.client_secret_enc;
+}
+
+/** Inserts or overwrites a data source. */
+export async function upsertDataSource(db: Db, tenantId: string, d: Omit<Insertable<DataSourceTable>, 'tenant_id'>): Promise<void> {
+  const row = { tenant_id: tenantId, ...d };
+  await db
+    .insertInto('data_source')
+    .values(row)
+    .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet(row))
+    .execute();
+}
+
+/** What a data extract asks its source, if it exists. */
+export async function findDataExtract(db: Db, tenantId: string, extractKey: string) {
+  return db
+    .selectFrom('data_extract')
+    .select(['data_source_key', 'options'])
+    .where('tenant_id', '=', tenantId)
+    .where('key', '=', extractKey)
+    .executeTakeFirst();
+}
+
+/** Inserts or overwrites a data extract (its cache epoch is kept). */
+export async function upsertDataExtract(
+  db: Db,
+  tenantId: string,
+  x: Omit<Insertable<DataExtractTable>, 'tenant_id' | 'cache_epoch'>,
+): Promise<void> {
+  const row = { tenant_id: tenantId, ...x };
+  await db
+    .insertInto('data_extract')
+    .values(row)
+    .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet(row))
+    .execute();
 }

@@ -1,14 +1,12 @@
-import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import type { Config } from '../../core/config.js';
-import type { EventBus, Unsubscribe } from '../../db/event-bus.js';
-import type { DataCacheRow, Db } from '../../db/tables.js';
-import { inTransaction } from '../../db/transaction.js';
-import type { DataPoint } from './data-points.js';
-import { CACHE_INVALIDATED, type Invalidation, type InvalidationEvent, publishInvalidation } from './data-cache.invalidation.js';
-import { type CacheRowState, type CacheWrite, readCache, readCacheState, writeCache } from './data.repository.js';
-import { publishDataPointsChange } from './data-points.events.js';
+import type { Config } from '../../../core/config.js';
+import type { EventBus, Unsubscribe } from '../../../db/event-bus.js';
+import type { DataCacheRow, Db } from '../../../db/tables.js';
+import { inTransaction } from '../../../db/transaction.js';
+import { newBurst, publishDataPointsChange } from '../live/index.js';
+import { type CacheRowState, type CacheWrite, type DataPoint, readCache, readCacheState, writeCache } from '../model/index.js';
+import { CACHE_INVALIDATED, type Invalidation, type InvalidationEvent } from './invalidation.js';
 
 /** A subject as the cache sees it: its id and the provider's identifier of it (null: it has none). */
 export interface SubjectKey {
@@ -54,6 +52,10 @@ export class CacheStore {
   private readonly generations = new Map<string, number>();
   /** Invalidations this instance published, by `m`, until its subscription hears them. */
   private readonly waiters = new Map<string, () => void>();
+  /** Invalidations heard before their sender waited for them (it registers after its commit). */
+  private readonly heard = new LRUCache<string, true>({ max: 10_000, ttl: 5 * DELIVERY_WAIT_MS });
+  /** Told of every invalidation heard that this instance does not wait for: another's, or a tenant file's. */
+  private onForeign: () => void = () => {};
   private subscription: Unsubscribe | undefined;
   /** Whether the LRU may be trusted: every invalidation since it was filled has been heard. */
   private coherent = false;
@@ -73,8 +75,12 @@ export class CacheStore {
         : undefined;
   }
 
-  /** Follows every instance's invalidations on `bus` (absent: this process is the only one, local invalidation suffices). */
-  follow(bus?: EventBus): void {
+  /**
+   * Follows every instance's invalidations on `bus` (absent: this process is the only one, local
+   * invalidation suffices); `onForeign` hears those this instance does not wait for (to re-fetch).
+   */
+  follow(bus: EventBus | undefined, onForeign: () => void): void {
+    this.onForeign = onForeign;
     if (!bus) {
       this.coherent = true;
       return;
@@ -173,7 +179,8 @@ export class CacheStore {
     const rows = await inTransaction(this.db, async (trx) => {
       const stored = await writeCache(trx, tenantId, extractKey, epoch, writes);
       const announced = stored.filter((r) => changed.has(r.subject_id)).map((r) => r.subject_id);
-      if (announced.length > 0) await publishDataPointsChange(trx, { tenantId, extractKey, subjectIds: announced, kind: 'CHANGED' });
+      if (announced.length > 0)
+        await publishDataPointsChange(trx, { tenantId, extractKey, subjectIds: announced, kind: 'CHANGED' }, newBurst());
       return stored;
     });
     const stored = new Map(rows.map((r) => [r.subject_id, r.fetched_at]));
@@ -185,49 +192,36 @@ export class CacheStore {
   }
 
   /**
-   * Runs `fn` in one transaction; the invalidations it publishes reach this instance's LRU at once and
-   * every other instance's before this resolves (D10: before the change request is answered). Returns
-   * `fn`'s result and how many invalidations were published.
+   * After the commit of invalidations this instance published (`invalidate`): applies them here at once
+   * and waits until its own subscription has heard them, so every other instance has them too (D10:
+   * before the change request is answered). Returns whether any was not heard before (then nothing has
+   * started re-fetching it yet).
    */
-  async invalidating<T>(
-    fn: (trx: Db, publish: (inv: Invalidation) => Promise<void>) => Promise<T>,
-  ): Promise<{ result: T; published: number }> {
-    let sent: { m: string; inv: Invalidation; delivered: Promise<void> }[] = [];
+  async delivered(sent: readonly InvalidationEvent[]): Promise<boolean> {
+    for (const e of sent) this.apply(e);
+    const waiting = sent.filter((e) => e.m !== undefined && !this.heard.has(e.m));
+    if (!this.subscription || !this.coherent) return sent.length > 0;
     try {
-      const result = await inTransaction(this.db, async (trx) => {
-        // A deadlock retry runs again: the rolled-back attempt's events never come.
-        for (const s of sent) this.waiters.delete(s.m);
-        sent = [];
-        return fn(trx, async (given) => {
-          const m = randomUUID();
-          const inv = await publishInvalidation(trx, given, m);
-          // Registered before the commit, which is when the event leaves: it may arrive before the commit's answer does.
-          const delivered = new Promise<void>((resolve) => this.waiters.set(m, resolve));
-          sent.push({ m, inv, delivered });
-        });
-      });
-      for (const s of sent) this.apply(s.inv);
-      if (this.subscription && this.coherent) {
-        await Promise.all(
-          sent.map((s) =>
-            Promise.race([s.delivered, new Promise<void>((r) => setTimeout(r, DELIVERY_WAIT_MS).unref())]).then(() => {
-              if (!this.waiters.has(s.m)) return;
-              // The subscription did not hear its own event: it may be hearing nothing. Off with the
-              // in-process cache until an event arrives again.
-              this.coherent = false;
-              this.lru?.clear();
-              this.log.warn(
-                { extract: s.inv.x },
-                'own cache invalidation not received in time; in-process cache off until the listener hears again',
-              );
-            }),
-          ),
-        );
-      }
-      return { result, published: sent.length };
+      await Promise.all(
+        waiting.map((e) => {
+          const heard = new Promise<void>((resolve) => this.waiters.set(e.m!, resolve));
+          return Promise.race([heard, new Promise<void>((r) => setTimeout(r, DELIVERY_WAIT_MS).unref())]).then(() => {
+            if (!this.waiters.has(e.m!)) return;
+            // The subscription did not hear its own event: it may be hearing nothing. Off with the
+            // in-process cache until an event arrives again.
+            this.coherent = false;
+            this.lru?.clear();
+            this.log.warn(
+              { extract: e.x },
+              'own cache invalidation not received in time; in-process cache off until the listener hears again',
+            );
+          });
+        }),
+      );
     } finally {
-      for (const s of sent) this.waiters.delete(s.m);
+      for (const e of waiting) this.waiters.delete(e.m!);
     }
+    return waiting.length > 0;
   }
 
   private received(e: InvalidationEvent): void {
@@ -238,6 +232,9 @@ export class CacheStore {
     if (waiter) {
       this.waiters.delete(e.m!);
       waiter();
+    } else {
+      if (e.m) this.heard.set(e.m, true);
+      this.onForeign();
     }
   }
 

@@ -1,13 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
 import { bulkhead } from 'cockatiel';
 import type { Logger } from 'pino';
-import type { Config } from '../../core/config.js';
-import { ProviderUnavailableError } from '../../core/errors.js';
-import type { DataPoint, RejectedPoint } from './data-points.js';
-import { type CacheStore, type Outcome, type SubjectKey, cacheKey } from './data-cache.store.js';
-import type { CacheWrite, ExtractWithSource } from './data.repository.js';
-import { CircuitOpenError, ProviderClient, type ProviderSource } from './provider-client.js';
-import type { SecretBox } from './secret-box.js';
+import type { Config } from '../../../core/config.js';
+import { ProviderUnavailableError } from '../../../core/errors.js';
+import type { CacheWrite, DataPoint, ExtractWithSource, RejectedPoint, SecretBox } from '../model/index.js';
+import { CircuitOpenError, ProviderClient, type ProviderSource } from '../provider/index.js';
+import { type CacheStore, type Outcome, type SubjectKey, cacheKey } from './store.js';
 
 /** A subject to fetch, with what the cache row said when it was read. */
 export interface Want {

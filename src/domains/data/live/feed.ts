@@ -1,12 +1,12 @@
 import type { Logger } from 'pino';
-import { AppError, ServiceUnavailableError, TooManyRequestsError, UnauthenticatedError } from '../../core/errors.js';
-import type { Principal } from '../../core/permissions.js';
-import type { EventBus, Unsubscribe } from '../../db/event-bus.js';
-import type { Db } from '../../db/tables.js';
-import { subjectsLocatedIn } from '../subject/subject.repository.js';
-import { type ChangeKind, DATA_POINTS_CHANGED, type DataPointsChange } from './data-points.events.js';
+import { AppError, ServiceUnavailableError, TooManyRequestsError, UnauthenticatedError } from '../../../core/errors.js';
+import type { Principal } from '../../../core/permissions.js';
+import type { EventBus, Unsubscribe } from '../../../db/event-bus.js';
+import type { Db } from '../../../db/tables.js';
+import { subjectsLocatedIn } from '../../subject/subject.repository.js';
+import { type ChangeKind, DATA_POINTS_CHANGED, type DataPointsChange } from './events.js';
 
-declare module '../../graphql/context.js' {
+declare module '../../../graphql/context.js' {
   interface Context {
     /** The instance's live data point changes (the `dataPointsChanged` subscription). */
     dataChanges: DataChangeFeed;

@@ -1,13 +1,11 @@
 import { bulkhead } from 'cockatiel';
 import type { Logger } from 'pino';
-import type { Config } from '../../core/config.js';
-import type { DataCacheRow, Db } from '../../db/tables.js';
-import { findSubjectsByIds, loadSubjectConfig } from '../subject/subject.repository.js';
-import type { DataPoint } from './data-points.js';
-import type { CacheFetcher, Want } from './data-cache.fetcher.js';
-import type { CacheStore } from './data-cache.store.js';
-import { claimFlagged, findExtracts } from './data.repository.js';
-import { identifierOf } from './subject-identifier.js';
+import type { Config } from '../../../core/config.js';
+import type { DataCacheRow, Db } from '../../../db/tables.js';
+import { findSubjectsByIds, loadSubjectConfig } from '../../subject/subject.repository.js';
+import { type DataPoint, claimFlagged, findExtracts, identifierOf } from '../model/index.js';
+import type { CacheFetcher, Want } from './fetcher.js';
+import type { CacheStore } from './store.js';
 
 const CLAIM_BATCH = 200;
 const CLAIM_LEASE_SECONDS = 120;

@@ -1,18 +1,15 @@
 import type { Logger } from 'pino';
-import type { Config } from '../../core/config.js';
-import type { EventBus } from '../../db/event-bus.js';
-import type { Db } from '../../db/tables.js';
-import type { DataPoint } from './data-points.js';
-import type { Invalidation } from './data-cache.invalidation.js';
-import { CacheFetcher, type Want } from './data-cache.fetcher.js';
-import { CacheStore, type Outcome, type SubjectKey } from './data-cache.store.js';
-import { CacheSweep } from './data-cache.sweep.js';
-import type { ExtractWithSource } from './data.repository.js';
-import type { BreakerState, ProviderClient } from './provider-client.js';
-import type { SecretBox } from './secret-box.js';
+import type { Config } from '../../../core/config.js';
+import type { EventBus } from '../../../db/event-bus.js';
+import type { Db } from '../../../db/tables.js';
+import type { DataPoint, ExtractWithSource, SecretBox } from '../model/index.js';
+import type { Invalidated } from './invalidation.js';
+import { CacheFetcher, type Want } from './fetcher.js';
+import { CacheStore, type Outcome, type SubjectKey } from './store.js';
+import { CacheSweep } from './sweep.js';
+import type { BreakerState, ProviderClient } from '../provider/index.js';
 
-export type { CachedPoints, Outcome, SubjectKey } from './data-cache.store.js';
-export type { Invalidation } from './data-cache.invalidation.js';
+export type { CachedPoints, Outcome, SubjectKey } from './store.js';
 
 /**
  * Where a subject's set of one extract is, as fresh as a read would serve it (DataCache.locate): in the
@@ -23,10 +20,19 @@ export type { Invalidation } from './data-cache.invalidation.js';
 export type Located =
   { at: 'rows'; fetchedAt: Date } | { at: 'memory'; points: DataPoint[]; fetchedAt: Date | null; stale: boolean } | Error;
 
-declare module '../../graphql/context.js' {
+/** D10: data served from the cache because its provider failed, reported in `extensions.staleData`. */
+export interface StaleNotice {
+  extractKey: string;
+  subjectIdentifier: string;
+  fetchedAt: string;
+}
+
+declare module '../../../graphql/context.js' {
   interface Context {
     /** The instance's data point cache (shared by requests; its per-request loaders live in the schema). */
     data: DataCache;
+    /** Stale data served in this request, by extract and subject identifier (a new map per request). */
+    staleData: Map<string, StaleNotice>;
   }
 }
 
@@ -57,7 +63,8 @@ export class DataCache {
    * invalidation suffices) and starts the periodic sweep for flagged entries whose re-fetch lapsed.
    */
   start(bus?: EventBus): Promise<void> {
-    this.store.follow(bus);
+    // An invalidation nobody here waits for (another instance's, a tenant file's) is re-fetched here too.
+    this.store.follow(bus, () => this.sweep.kick());
     this.sweep.start();
     return Promise.resolve();
   }
@@ -174,18 +181,11 @@ export class DataCache {
   }
 
   /**
-   * Runs `fn` in one transaction; the invalidations it publishes reach every instance's LRU before this
-   * resolves (D10: before the change request is answered). Flagged entries are then re-fetched in the
-   * background.
+   * After the commit of `invalidate` (this instance answers the change): applies the invalidations here at
+   * once, waits until every instance has them (D10: before the change request is answered), and starts
+   * re-fetching the flagged entries in the background.
    */
-  async withInvalidation<T>(fn: (trx: Db, publish: (inv: Invalidation) => Promise<void>) => Promise<T>): Promise<T> {
-    const { result, published } = await this.store.invalidating(fn);
-    if (published > 0) this.sweep.kick();
-    return result;
-  }
-
-  /** Schedules a background re-fetch of flagged entries (coalesced: one sweep at a time per instance). */
-  kick(): void {
-    this.sweep.kick();
+  async delivered(...done: readonly Invalidated[]): Promise<void> {
+    if (await this.store.delivered(done.flatMap((d) => d.sent))) this.sweep.kick();
   }
 }

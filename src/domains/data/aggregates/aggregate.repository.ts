@@ -1,9 +1,8 @@
 import { type RawBuilder, sql } from 'kysely';
-import type { Db } from '../../db/tables.js';
-import { inTransaction } from '../../db/transaction.js';
-import { type SubjectFilters, subjectListQuery } from '../subject/subject.repository.js';
-import { type DataPoint, holdsExact } from './data-points.js';
-import { stringifyExactJson } from './exact-json.js';
+import type { Db } from '../../../db/tables.js';
+import { inTransaction } from '../../../db/transaction.js';
+import { type SubjectFilters, subjectListQuery } from '../../subject/subject.repository.js';
+import { type DataPoint, holdsExact, stringifyExactJson } from '../model/index.js';
 
 /** A subject an aggregate reads: what its provider identifier is derived from (subject-identifier.ts). */
 export interface AggregateSubject {

@@ -1,24 +1,31 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
-import { type CalendarUnit, dayNumber, dayText, ianaTimeZone, nextPeriod, periodStart, startOfDay, zoneOffsets } from '../../core/dates.js';
-import { requirePermission } from '../../core/permissions.js';
-import type { SubjectRow } from '../../db/tables.js';
-import type { Context } from '../../graphql/context.js';
-import { findEntitiesByKeys } from '../structural-entity/structural-entity.repository.js';
-import { type SubjectConfig, type SubjectFilters, cachedSubjectConfig } from '../subject/subject.repository.js';
-import { type SubjectListInput, subjectFilters } from '../subject/subject.service.js';
-import type { Located, SubjectKey } from './data-cache.js';
-import type { DataPoint } from './data-points.js';
+import { ErrorCollector, NotFoundError, ValidationError } from '../../../core/errors.js';
+import {
+  type CalendarUnit,
+  dayNumber,
+  dayText,
+  ianaTimeZone,
+  nextPeriod,
+  periodStart,
+  startOfDay,
+  zoneOffsets,
+} from '../../../core/dates.js';
+import { requirePermission } from '../../../core/permissions.js';
+import type { SubjectRow } from '../../../db/tables.js';
+import type { Context } from '../../../graphql/context.js';
+import { findEntitiesByKeys } from '../../structural-entity/structural-entity.repository.js';
+import { type SubjectConfig, type SubjectFilters, cachedSubjectConfig } from '../../subject/subject.repository.js';
+import { type SubjectListInput, subjectFilters } from '../../subject/subject.service.js';
+import type { Located, SubjectKey } from '../cache/index.js';
 import {
   type AggregateGrouping,
   type AggregateRow,
   aggregatePoints,
   findAggregateSubjects,
   findChildKeys,
-} from './data-aggregate.repository.js';
-import { findExtracts } from './data.repository.js';
-import { identifierOf } from './subject-identifier.js';
+} from './aggregate.repository.js';
+import { type DataPoint, findExtracts, identifierOf } from '../model/index.js';
 
 /** Buckets one aggregate may have (P59). */
 export const MAX_BUCKETS = 1000;
@@ -163,20 +170,32 @@ function aggregatesOf(row: AggregateRow | undefined, fractions: readonly number[
 /** Code-point order (UTF-8 bytes), as keys order everywhere (D6). */
 const byCodePoint = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
-// Subject lists by (tenant, data version, configuration version, identifier mode, filters), as subject keys:
-// the data version is bumped with every write that can change a list (tenant.repository.ts), so a list
-// is exact for its version. Bounded by subjects held (about 100 bytes each).
-const subjectLists = new LRUCache<string, SubjectKey[]>({ maxSize: 200_000, sizeCalculation: (keys) => Math.max(1, keys.length) });
+/**
+ * What one instance remembers of aggregates, built by the app and reached as `ctx.aggregates` (two apps
+ * in one process share nothing).
+ */
+export class AggregateMemory {
+  // Subject lists by (tenant, data version, configuration version, identifier mode, filters), as subject
+  // keys: the data version is bumped with every write that can change a list (tenant.repository.ts), so a
+  // list is exact for its version. Bounded by subjects held (about 100 bytes each).
+  readonly subjectLists = new LRUCache<string, SubjectKey[]>({ maxSize: 200_000, sizeCalculation: (keys) => Math.max(1, keys.length) });
+  // Answers by everything they are computed from (P63): the question, the subject list's data version and
+  // configuration, the extract's cache epoch, and each subject's set as `fingerprint` identifies it. A hit
+  // is exactly the answer a computation would give now; nothing else needs invalidating.
+  readonly answers = new LRUCache<string, Aggregation>({
+    maxSize: 100_000,
+    sizeCalculation: (a) => (a.buckets.length + 1) * (a.groupedAggregates.length + 1),
+  });
+  /** Answers being computed, by the same key: concurrent dashboards asking the same question share one statement. */
+  readonly computing = new Map<string, Promise<Aggregation>>();
+}
 
-// Answers by everything they are computed from (P63): the question, the subject list's data version and
-// configuration, the extract's cache epoch, and each subject's set as `fingerprint` identifies it. A hit
-// is exactly the answer a computation would give now; nothing else needs invalidating.
-const answers = new LRUCache<string, Aggregation>({
-  maxSize: 100_000,
-  sizeCalculation: (a) => (a.buckets.length + 1) * (a.groupedAggregates.length + 1),
-});
-/** Answers being computed, by the same key: concurrent dashboards asking the same question share one statement. */
-const computing = new Map<string, Promise<Aggregation>>();
+declare module '../../../graphql/context.js' {
+  interface Context {
+    /** The instance's remembered aggregate answers and subject lists. */
+    aggregates: AggregateMemory;
+  }
+}
 
 /**
  * The subjects an aggregate reads, with their provider identifiers under `mode`, and the data version
@@ -194,7 +213,7 @@ async function aggregateSubjects(
     createHash('sha256')
       .update(JSON.stringify([tenantId, version, configVersion, mode, filters]))
       .digest('base64url');
-  const cached = ctx.dataVersion === undefined ? undefined : subjectLists.get(listKey(ctx.dataVersion));
+  const cached = ctx.dataVersion === undefined ? undefined : ctx.aggregates.subjectLists.get(listKey(ctx.dataVersion));
   if (cached) return { keys: cached, dataVersion: ctx.dataVersion! };
   const { subjects, dataVersion } = await findAggregateSubjects(
     ctx.db,
@@ -206,7 +225,7 @@ async function aggregateSubjects(
   if (subjects.length > MAX_AGGREGATE_SUBJECTS)
     throw ValidationError.at('input', `The filters select more than ${MAX_AGGREGATE_SUBJECTS} subjects; narrow them.`);
   const keys = subjects.map((s) => ({ id: s.id, identifier: identifierOf(mode, s as SubjectRow, config) }));
-  if (dataVersion !== null) subjectLists.set(listKey(dataVersion), keys);
+  if (dataVersion !== null) ctx.aggregates.subjectLists.set(listKey(dataVersion), keys);
   return { keys, dataVersion };
 }
 
@@ -323,6 +342,7 @@ export async function aggregateDataPoints(
           .digest('base64url')
       : undefined;
   if (key === undefined) return computeAggregation(ctx, question);
+  const { answers, computing } = ctx.aggregates;
   const known = answers.get(key) ?? computing.get(key);
   if (known) return known;
   const work = computeAggregation(ctx, question);

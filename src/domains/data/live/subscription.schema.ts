@@ -1,12 +1,12 @@
 import type { Response } from 'express';
-import { builder } from '../../graphql/builder.js';
-import type { Context } from '../../graphql/context.js';
-import { NotFoundError, ValidationError } from '../../core/errors.js';
-import { findEntitiesByKeys } from '../structural-entity/structural-entity.repository.js';
-import { subjectUuid } from '../subject/subject.schema.js';
-import { CHANGE_KINDS } from './data-points.events.js';
-import type { DataPointsChangeOut, Delivery } from './data-subscription.js';
-import { findExtracts } from './data.repository.js';
+import { builder } from '../../../graphql/builder.js';
+import type { Context } from '../../../graphql/context.js';
+import { NotFoundError, ValidationError } from '../../../core/errors.js';
+import { findEntitiesByKeys } from '../../structural-entity/structural-entity.repository.js';
+import { subjectUuid } from '../../subject/subject.schema.js';
+import { CHANGE_KINDS } from './events.js';
+import type { DataPointsChangeOut, Delivery } from './feed.js';
+import { findExtracts } from '../model/index.js';
 
 /** subjectIds of one subscription: at most this many. */
 export const MAX_SUBSCRIBED_SUBJECTS = 1_000;

@@ -1,8 +1,8 @@
 import { GraphQLFloat, type GraphQLResolveInfo, GraphQLList, GraphQLNonNull, Kind, type SelectionSetNode, valueFromAST } from 'graphql';
-import { builder } from '../../graphql/builder.js';
-import { SEARCH_COST } from '../../graphql/connections.js';
-import { StructuralEntityRef } from '../structural-entity/structural-entity.schema.js';
-import { CustomFieldValueFilterInput, SubjectRef } from '../subject/subject.schema.js';
+import { builder } from '../../../graphql/builder.js';
+import { SEARCH_COST } from '../../../graphql/connections.js';
+import { StructuralEntityRef } from '../../structural-entity/structural-entity.schema.js';
+import { CustomFieldValueFilterInput, SubjectRef } from '../../subject/subject.schema.js';
 import {
   type AggregateGroup,
   type Aggregates,
@@ -16,7 +16,7 @@ import {
   MAX_UNAVAILABLE_LISTED,
   aggregateDataPoints,
   bucketCount,
-} from './data-aggregate.service.js';
+} from './aggregate.service.js';
 
 // Issue 17: aggregates of data points over the hierarchy and time (P57–P59, docs/data-cache.md "Aggregating").
 // Names follow PostGraphile's pg-aggregates: `aggregates` over everything, `groupedAggregates` per group;

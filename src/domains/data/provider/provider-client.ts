@@ -19,9 +19,8 @@ import {
 } from 'cockatiel';
 import * as oauth from 'oauth4webapi';
 import type { Logger } from 'pino';
-import { canonicalKeys } from '../../core/input.js';
-import { type DataPoint, ProviderPageSchema, type RejectedPoint, readProviderPage } from './data-points.js';
-import { parseExactJson } from './exact-json.js';
+import { canonicalKeys } from '../../../core/input.js';
+import { type DataPoint, ProviderPageSchema, type RejectedPoint, parseExactJson, readProviderPage } from '../model/index.js';
 
 /** A data source as the client calls it (the secret already opened). */
 export interface ProviderSource {

@@ -1,0 +1,13 @@
+// The data domain's one door (docs/data-cache.md): what other domains, the app, tests and benches use.
+// Importing it registers the domain's GraphQL types. Inside, the subsystems import each other bottom up
+// (model, provider, live, cache, aggregates), each through its own index.ts.
+import './data.schema.js';
+
+export { AggregateMemory, MAX_AGGREGATE_SUBJECTS } from './aggregates/index.js';
+export { DataCache, type StaleNotice } from './cache/index.js';
+export { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from './live/index.js';
+export { SecretBox, findDataPointsUrl } from './model/index.js';
+export { ProviderClient, type ProviderSource } from './provider/index.js';
+export { type DataSourcesPart, applyDataSources } from './data.apply.js';
+export { dataContext } from './data.context.js';
+export { dataRoutes } from './data.routes.js';

@@ -1,0 +1,6 @@
+// Live updates: the data points change event, the instance's fan-out of it to subscriptions, and the
+// dataPointsChanged field (registered by importing this door).
+import './subscription.schema.js';
+
+export { type ChangeKind, newBurst, publishDataPointsChange } from './events.js';
+export { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from './feed.js';

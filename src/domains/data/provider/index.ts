@@ -1,0 +1,9 @@
+// The provider client: calls, tokens and the resilience policies (timeout, breaker, retries).
+export {
+  type BreakerState,
+  CircuitOpenError,
+  ProviderClient,
+  ProviderError,
+  type ProviderPolicy,
+  type ProviderSource,
+} from './provider-client.js';
