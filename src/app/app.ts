@@ -19,19 +19,10 @@ import { requireToken } from '../domains/auth/authenticate.js';
 import { TokenService } from '../domains/auth/tokens.js';
 import { AggregateMemory, DataCache, DataChangeFeed, SecretBox, dataContext } from '../domains/data/index.js';
 import { OutboxSender } from '../domains/portal/outbox.sender.js';
-import {
-  AppError,
-  NotFoundError,
-  ServiceUnavailableError,
-  errorLogLevel,
-  expectedErrorOf,
-  graphqlErrorBody,
-  isRefusal,
-  locatedAs,
-  problemAnswer,
-  statusLogLevel,
-} from '../core/errors.js';
+import { AppError, NotFoundError, ServiceUnavailableError } from '../core/errors.js';
 import { ping } from '../db/database.js';
+import { expectedErrorOf } from '../db/faults.js';
+import { errorLogLevel, graphqlErrorBody, isRefusal, locatedAs, problemAnswer, statusLogLevel } from '../http/errors.js';
 import { sendProblem, writeProblem } from '../http/problem.js';
 import {
   admissionControl,

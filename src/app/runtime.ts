@@ -3,7 +3,7 @@ import { pino, type Logger } from 'pino';
 import type { Config } from '../core/config.js';
 import { type DatabaseHandle, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { isDatabaseUnavailable } from '../core/errors.js';
+import { isDatabaseUnavailable } from '../db/faults.js';
 import { SecretBox } from '../domains/data/index.js';
 import { applyTenantFile } from '../domains/tenant-apply/tenant-apply.service.js';
 

@@ -15,7 +15,7 @@ import {
   sql,
 } from 'kysely';
 import pg from 'pg';
-import { expectedErrorOf, isConnectionLost, isUnusablePrepared } from '../core/errors.js';
+import { expectedErrorOf, statementRerun } from './faults.js';
 import { type Listen, listenPostgres } from './notifications.js';
 import { statementName } from './prepared.js';
 import type { Database, Db } from './tables.js';
@@ -80,20 +80,17 @@ class ServiceDialect extends PostgresDialect {
   }
 }
 
-// A statement that only reads: a plain SELECT, not locking rows, not calling functions that write.
-const READ_ONLY = /^\s*select\b/i;
-const WRITES = /\b(insert|update|delete|merge|for\s+(no\s+key\s+)?update|for\s+(key\s+)?share|nextval|setval|pg_notify|pg_advisory)/i;
 const TRANSACTION_START = /^\s*(begin|start\s+transaction)\b/i;
 const TRANSACTION_END = /^\s*(commit|rollback|end|abort)\s*$/i;
 
 /**
  * The pool as Kysely sees it (issue 15): driver errors leave as the service's expected errors (an
- * unavailable database is a ServiceUnavailableError, 503; see errors.ts), and a read-only statement
- * outside a transaction whose connection died under it (a terminated backend, a restart) runs once more
- * on a fresh connection. A write, or anything inside a transaction, is never re-run after it may have
- * run: it may have committed. Outside a transaction the statements marked by `namedStatement` run named
- * (P71); one PostgreSQL refuses as a prepared statement was refused before it ran, so it runs once more,
- * unnamed, write or not, and its connection is replaced at its release.
+ * unavailable database is a ServiceUnavailableError, 503), and a failed statement runs again as its
+ * fault's retry class says (faults.ts): a read-only statement outside a transaction whose connection died
+ * under it (a terminated backend, a restart) once more on a fresh connection; a write, or anything inside
+ * a transaction, never, as it may have committed. Outside a transaction the statements marked by
+ * `namedStatement` run named (P71); one whose prepared form PostgreSQL refused before it ran runs once
+ * more, unnamed, write or not, and its connection is replaced at its release.
  */
 function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
   // Kysely keys its connections by the client object: one stable wrapper per pg client.
@@ -115,11 +112,12 @@ function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
         try {
           return await (name ? client.query({ name, text, values }) : client.query(text, values));
         } catch (e) {
-          if (name && isUnusablePrepared(e)) {
+          const rerun = statementRerun(e, { text, named: Boolean(name), inTransaction });
+          if (rerun === 'unnamed') {
             stale = true;
             return await client.query(text, values).catch(fail);
           }
-          if (inTransaction || !isConnectionLost(e) || !READ_ONLY.test(text) || WRITES.test(text)) return fail(e);
+          if (rerun !== 'fresh-connection') return fail(e);
           const fresh = await pool.connect().catch(fail);
           try {
             return await fresh.query(text, values);

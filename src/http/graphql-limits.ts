@@ -14,7 +14,8 @@ import {
   validate,
 } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { AppError, graphqlErrorBody } from '../core/errors.js';
+import { AppError } from '../core/errors.js';
+import { graphqlErrorBody } from './errors.js';
 import { boundsProblem, textProblem } from '../core/input.js';
 import { incrementalDeliveryRule, incrementalDeliveryVariablesRule } from '../graphql/directives.js';
 

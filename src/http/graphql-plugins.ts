@@ -3,7 +3,8 @@ import { BREAK, type DocumentNode, GraphQLError, type Source, getOperationAST, v
 import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
-import { AppError, graphqlRendering, isRefusal, withExtensions } from '../core/errors.js';
+import { AppError } from '../core/errors.js';
+import { graphqlRendering, isRefusal, withExtensions } from './errors.js';
 import { type Context, dataVersionFor } from '../graphql/context.js';
 import type { Admission } from './admission.js';
 import { slicedJson } from './sliced-json.js';

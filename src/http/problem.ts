@@ -1,8 +1,8 @@
 import type { ServerResponse } from 'node:http';
-import { type ProblemAnswer, problemAnswer } from '../core/errors.js';
+import { type ProblemAnswer, problemAnswer } from './errors.js';
 
 /**
- * Writes an error as problem+json (D5), rendered by core/errors.ts's `problemAnswer`: the one way the
+ * Writes an error as problem+json (D5), rendered by errors.ts's `problemAnswer`: the one way the
  * service answers a problem, from Express handlers and from the bare handler used while starting.
  */
 export function sendProblem(res: ServerResponse, err: unknown, traceId: string): void {

@@ -1,6 +1,7 @@
 import { type FieldDef, type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
 import type { Db, StructuralEntityRecord, StructuralEntityRow } from '../../db/tables.js';
-import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
+import { isUniqueViolation } from '../../db/faults.js';
+import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector } from '../../core/errors.js';
 import type { Principal } from '../../core/permissions.js';
 import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../../core/input.js';

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
 import type { Db, SubjectRow } from '../../db/tables.js';
-import { inTransaction, isUniqueViolation } from '../../db/transaction.js';
+import { isFault, isUniqueViolation } from '../../db/faults.js';
+import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
 import { isBlank } from '../../core/input.js';
 import { type Principal, requirePermission } from '../../core/permissions.js';
@@ -173,7 +174,7 @@ async function asConflicts<T>(fn: () => Promise<T>): Promise<T> {
     return await fn();
   } catch (e) {
     if (isUniqueViolation(e, 'subject_matching_uq')) throw new ConflictError('Another subject already has these matching field values.');
-    if ((e as { code?: string })?.code === '23503' && (e as { constraint?: string }).constraint === 'subject_location_entity_fk')
+    if (isFault(e, 'foreign-key-violation', 'subject_location_entity_fk'))
       throw new ConflictError('A structural entity of the request was deleted meanwhile; retry the request.');
     throw e;
   }

@@ -1,4 +1,5 @@
-import { type FieldErrors, type Problem, problem } from '../../core/errors.js';
+import type { FieldErrors } from '../../core/errors.js';
+import { type Problem, problem } from '../errors.js';
 import type { z } from 'zod';
 
 /**

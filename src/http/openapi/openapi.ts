@@ -47,7 +47,7 @@ const TAGS: Record<string, string> = {
     "Called by a data provider (an inbound client of one of the tenant's data sources) when a subject's data changed: the matching cached entries are flagged and re-fetched.",
 };
 
-// Problem examples: what the service answers (src/core/errors.ts `problem`), with one request id.
+// Problem examples: what the service answers (src/http/errors.ts `problem`), with one request id.
 const WWW_AUTHENTICATE_401 = {
   description:
     'The Bearer challenge (RFC 6750): `Bearer` without a token, with `error="invalid_token"` and a description for a token that is not valid.',

@@ -1,4 +1,5 @@
 import { type RawBuilder, sql } from 'kysely';
+import { isFault } from '../../../db/faults.js';
 import type { Db } from '../../../db/tables.js';
 import { inTransaction } from '../../../db/transaction.js';
 import { type SubjectFilters, subjectListQuery } from '../../subject/subject.repository.js';
@@ -106,9 +107,6 @@ const num = (n: unknown) => Number(n);
 const numOrNull = (n: unknown) => (n === null || n === undefined || !Number.isFinite(Number(n)) ? null : Number(n));
 /** A numeric as float8, null beyond the double range (the cast would fail). */
 const toFloat = (n: RawBuilder<unknown>) => sql`CASE WHEN abs(${n}) <= 1.7976931348623157e308 THEN (${n})::float8 END`;
-/** SQLSTATE numeric_value_out_of_range: float8 arithmetic overflowed. */
-const OUT_OF_RANGE = '22003';
-
 /**
  * The aggregates of one numeric item over the points of some subjects, per bucket of a time item and
  * over the whole range, optionally per group (docs/data-cache.md, "Aggregating"): one statement over the
@@ -129,7 +127,7 @@ export async function aggregatePoints(db: Db, q: AggregateQuery): Promise<{ rows
   } catch (e) {
     // A float8 standard deviation squares its values: beyond about 1e154 it overflows. Rare enough to
     // compute it in numeric only then (P83): numeric costs about twice float8's time.
-    if ((e as { code?: unknown }).code !== OUT_OF_RANGE) throw e;
+    if (!isFault(e, 'numeric-overflow')) throw e;
     if (savepoint) {
       await sql`ROLLBACK TO SAVEPOINT aggregate_float8`.execute(db);
       await sql`RELEASE SAVEPOINT aggregate_float8`.execute(db);

@@ -1,0 +1,355 @@
+import { messages as pglite } from '@electric-sql/pglite';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AppError, ServiceUnavailableError } from '../src/core/errors.js';
+import { openDatabase } from '../src/db/database.js';
+import {
+  FAULTS,
+  type FaultName,
+  TRANSACTION_RUNS,
+  expectedErrorOf,
+  faultOf,
+  isDatabaseUnavailable,
+  isFault,
+  isUniqueViolation,
+  statementRerun,
+} from '../src/db/faults.js';
+import { inTransaction } from '../src/db/transaction.js';
+import { freePort, openTestDatabase } from './helpers.js';
+
+// The fault table (src/db/faults.ts): each class fed the errors `pg` (pg-protocol's DatabaseError), PGlite
+// (its own DatabaseError, the same fields), Node's sockets and pg-pool really raise, then real statements
+// on this run's database (PGlite or PostgreSQL) checking the engine raises what the table expects.
+
+type Fields = { code: string; message: string; routine?: string; constraint?: string; severity?: string };
+
+/** A PostgreSQL ErrorResponse as `pg` parses it (pg-protocol). */
+function pgError(f: Fields): Error {
+  return Object.assign(new pg.DatabaseError(f.message, 100, 'error'), { severity: 'ERROR', ...f });
+}
+/** The same as PGlite raises it (directly or through its node-postgres bridge). */
+function pgliteError(f: Fields): Error {
+  return Object.assign(new pglite.DatabaseError(f.message, 100, 'error'), { severity: 'ERROR', ...f });
+}
+/** A Node socket error. */
+function socketError(code: string, syscall = 'connect'): Error {
+  return Object.assign(new Error(`${syscall} ${code} 127.0.0.1:5432`), { code, errno: -1, syscall, address: '127.0.0.1', port: 5432 });
+}
+const both = (f: Fields) => [pgError(f), pgliteError(f)];
+
+const CASES: { name: FaultName; status?: number; errors: unknown[] }[] = [
+  {
+    name: 'connection-lost',
+    status: 503,
+    errors: [
+      ...both({
+        code: '57P01',
+        severity: 'FATAL',
+        message: 'terminating connection due to administrator command',
+        routine: 'ProcessInterrupts',
+      }),
+      pgError({ code: '57P02', severity: 'FATAL', message: 'terminating connection because of crash of another server process' }),
+      socketError('ECONNRESET', 'read'),
+      socketError('EPIPE', 'write'),
+      new Error('Connection terminated unexpectedly'),
+      new Error('Connection terminated'),
+      new Error('Client has encountered a connection error and is not queryable'),
+    ],
+  },
+  {
+    name: 'unavailable',
+    status: 503,
+    errors: [
+      pgError({ code: '57P03', severity: 'FATAL', message: 'the database system is starting up' }),
+      pgError({ code: '53300', severity: 'FATAL', message: 'sorry, too many clients already' }),
+      ...['08000', '08001', '08003', '08004', '08006', '08007'].map((code) => pgError({ code, message: 'connection exception' })),
+      ...['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED'].map((c) => socketError(c)),
+      ...['ENOTFOUND', 'EAI_AGAIN'].map((c) => socketError(c, 'getaddrinfo')),
+      new Error('timeout exceeded when trying to connect'),
+      new Error('Cannot use a pool after calling end on the pool'),
+      new Error('Client was closed and is not queryable'),
+      new Error('Query read timeout'),
+      // `localhost` refused on both of its addresses.
+      new AggregateError([socketError('ECONNREFUSED'), socketError('ECONNREFUSED')]),
+    ],
+  },
+  {
+    name: 'statement-timeout',
+    status: 503,
+    errors: both({ code: '57014', message: 'canceling statement due to statement timeout', routine: 'ProcessInterrupts' }),
+  },
+  {
+    name: 'unstorable-text',
+    status: 400,
+    errors: [
+      ...both({ code: '22021', message: 'invalid byte sequence for encoding "UTF8": 0x00', routine: 'report_invalid_encoding' }),
+      ...both({ code: '22P05', message: 'unsupported Unicode escape sequence', routine: 'report_invalid_encoding' }),
+    ],
+  },
+  {
+    name: 'unusable-prepared',
+    errors: [
+      pgError({ code: '26000', message: 'prepared statement "s1" does not exist', routine: 'FetchPreparedStatement' }),
+      pgError({ code: '0A000', message: 'cached plan must not change result type', routine: 'RevalidateCachedQuery' }),
+      // A server that translates its messages: the routine tells.
+      pgError({
+        code: '0A000',
+        message: 'le plan mis en cache ne doit pas modifier le type de résultat',
+        routine: 'RevalidateCachedQuery',
+      }),
+    ],
+  },
+  {
+    name: 'transaction-rolled-back',
+    errors: [
+      ...both({ code: '40P01', message: 'deadlock detected', routine: 'DeadLockReport' }),
+      ...both({ code: '40001', message: 'could not serialize access due to concurrent update' }),
+    ],
+  },
+  {
+    name: 'unique-violation',
+    errors: both({ code: '23505', message: 'duplicate key value violates unique constraint "t_pkey"', constraint: 't_pkey' }),
+  },
+  {
+    name: 'foreign-key-violation',
+    errors: both({
+      code: '23503',
+      message: 'insert or update on table "c" violates foreign key constraint "c_p_fk"',
+      constraint: 'c_p_fk',
+    }),
+  },
+  {
+    name: 'numeric-overflow',
+    errors: [
+      ...both({ code: '22003', message: 'value out of range: overflow', routine: 'float_overflow_error' }),
+      pgError({ code: '22003', message: 'integer out of range', routine: 'int4pl' }),
+    ],
+  },
+];
+
+describe('the fault table', () => {
+  it('has a case for every class', () => {
+    expect(CASES.map((c) => c.name).sort()).toEqual(Object.keys(FAULTS).sort());
+  });
+
+  for (const { name, status, errors } of CASES) {
+    it(`${name}: ${FAULTS[name].answer}, retry ${FAULTS[name].retry}`, () => {
+      const { answer, retry } = FAULTS[name];
+      for (const e of errors) {
+        expect(faultOf(e), String(e)).toEqual({ name, answer, retry });
+        expect(isFault(e, name)).toBe(true);
+        expect(isDatabaseUnavailable(e)).toBe(answer === 'unavailable');
+        const expected = expectedErrorOf(e);
+        expect(expected?.status).toBe(status);
+        if (answer === 'unavailable' || answer === 'cancelled') expect(expected).toBeInstanceOf(ServiceUnavailableError);
+        if (expected) expect(expected.cause ?? e).toBe(e);
+      }
+    });
+  }
+
+  it('knows nothing else: a plain error, another SQLSTATE, feature_not_supported of another routine', () => {
+    const others = [
+      new Error('boom'),
+      new TypeError('x is undefined'),
+      ...both({ code: 'XX000', message: 'internal error' }),
+      ...both({ code: '42P01', message: 'relation "x" does not exist' }),
+      pgError({ code: '0A000', message: 'cannot use subquery in index predicate', routine: 'transformSubLink' }),
+      new AggregateError([socketError('ECONNREFUSED'), new Error('boom')]),
+      new AggregateError([]),
+      null,
+      'a string',
+    ];
+    for (const e of others) {
+      expect(faultOf(e), String(e)).toBeUndefined();
+      expect(expectedErrorOf(e)).toBeUndefined();
+      expect(isDatabaseUnavailable(e)).toBe(false);
+    }
+  });
+
+  it('answers an expected error as itself, and a ServiceUnavailableError as unavailable', () => {
+    const e = new AppError(409, 'CONFLICT', 'taken');
+    expect(expectedErrorOf(e)).toBe(e);
+    expect(isDatabaseUnavailable(new ServiceUnavailableError())).toBe(true);
+  });
+
+  it('tells a unique violation of one constraint', () => {
+    const [e] = both({ code: '23505', message: 'duplicate key', constraint: 'subject_matching_uq' });
+    expect(isUniqueViolation(e)).toBe(true);
+    expect(isUniqueViolation(e, 'subject_matching_uq')).toBe(true);
+    expect(isUniqueViolation(e, 'other_uq')).toBe(false);
+    expect(isFault(e, 'foreign-key-violation')).toBe(false);
+  });
+
+  it('re-runs a statement only as its retry class allows', () => {
+    const lost = pgError({ code: '57P01', message: 'terminating connection due to administrator command' });
+    const stale = pgError({ code: '26000', message: 'prepared statement "s1" does not exist' });
+    const read = { text: 'select "id" from "subject" where "tenant_id" = $1', named: false, inTransaction: false };
+    expect(statementRerun(lost, read)).toBe('fresh-connection');
+    expect(statementRerun(lost, { ...read, inTransaction: true })).toBeUndefined();
+    for (const text of ['insert into "t" values ($1)', 'select * from "t" for update', "select pg_notify('c', $1)", 'select nextval($1)']) {
+      expect(statementRerun(lost, { ...read, text }), text).toBeUndefined();
+    }
+    expect(statementRerun(stale, { ...read, named: true })).toBe('unnamed');
+    expect(statementRerun(stale, { ...read, text: 'update "t" set "a" = $1', named: true })).toBe('unnamed');
+    expect(statementRerun(stale, read)).toBeUndefined();
+    for (const e of [...CASES.flatMap((c) => (c.name === 'connection-lost' || c.name === 'unusable-prepared' ? [] : c.errors))]) {
+      expect(statementRerun(e, { ...read, named: true })).toBeUndefined();
+    }
+  });
+});
+
+describe('the engine raises what the table expects', () => {
+  let handle: Awaited<ReturnType<typeof openTestDatabase>>;
+  beforeAll(async () => {
+    handle = await openTestDatabase();
+  });
+  afterAll(() => handle?.dispose());
+
+  /** The error a statement (or a transaction) fails with. */
+  async function failure(run: () => Promise<unknown>): Promise<unknown> {
+    return run().then(
+      () => expect.fail('expected a failure'),
+      (e: unknown) => e,
+    );
+  }
+
+  it('a unique violation and a foreign key violation, with their constraints', async () => {
+    const e = await failure(() =>
+      inTransaction(handle.db, async (trx) => {
+        await sql`CREATE TEMP TABLE fault_p (id int CONSTRAINT fault_p_pk PRIMARY KEY) ON COMMIT DROP`.execute(trx);
+        await sql`INSERT INTO fault_p VALUES (1), (1)`.execute(trx);
+      }),
+    );
+    expect(faultOf(e)?.name).toBe('unique-violation');
+    expect(isUniqueViolation(e, 'fault_p_pk')).toBe(true);
+    expect(expectedErrorOf(e)).toBeUndefined();
+    const fk = await failure(() =>
+      inTransaction(handle.db, async (trx) => {
+        await sql`CREATE TEMP TABLE fault_p (id int PRIMARY KEY) ON COMMIT DROP`.execute(trx);
+        await sql`CREATE TEMP TABLE fault_c (p int CONSTRAINT fault_c_p_fk REFERENCES fault_p) ON COMMIT DROP`.execute(trx);
+        await sql`INSERT INTO fault_c VALUES (1)`.execute(trx);
+      }),
+    );
+    expect(isFault(fk, 'foreign-key-violation', 'fault_c_p_fk')).toBe(true);
+  });
+
+  it('a numeric overflow, float8 and integer', async () => {
+    expect(faultOf(await failure(() => sql`SELECT 1e308::float8 * 10`.execute(handle.db)))?.name).toBe('numeric-overflow');
+    expect(faultOf(await failure(() => sql`SELECT 2147483647::int4 + 1`.execute(handle.db)))?.name).toBe('numeric-overflow');
+  });
+
+  it('U+0000 in a text argument is a client error (400)', async () => {
+    const e = await failure(() => sql`SELECT ${'a\u0000b'}::text`.execute(handle.db));
+    // PostgreSQL's pool answers it as the expected error already (it is the table's only 400); PGlite's
+    // plain pool leaves the engine's error to the renderings.
+    if (handle.kind === 'postgres') expect(e).toBeInstanceOf(AppError);
+    else expect(faultOf(e)?.name).toBe('unstorable-text');
+    expect(expectedErrorOf(e)?.status).toBe(400);
+  });
+
+  // PGlite does not enforce statement_timeout (its backend runs on this thread, no timer interrupts it).
+  it.runIf(process.env['DATABASE_URL'])('a statement past statement_timeout is cancelled (503)', async () => {
+    const e = await failure(() =>
+      handle.db.transaction().execute(async (trx) => {
+        await sql`SET LOCAL statement_timeout = 50`.execute(trx);
+        await sql`SELECT pg_sleep(2)`.execute(trx);
+      }),
+    );
+    // PostgreSQL's pool answers it as the expected error already; PGlite's plain pool leaves it to the renderings.
+    const raw = e instanceof ServiceUnavailableError ? e.cause : e;
+    expect(faultOf(raw)?.name).toBe('statement-timeout');
+    expect(expectedErrorOf(e)?.message).toMatch(/took too long/);
+  });
+
+  it(`a rolled-back transaction runs again, at most ${TRANSACTION_RUNS} times; other faults never`, async () => {
+    const [deadlock] = both({ code: '40P01', message: 'deadlock detected' });
+    let runs = 0;
+    const result = await inTransaction(handle.db, async (trx) => {
+      await sql`SELECT 1`.execute(trx);
+      if (++runs < TRANSACTION_RUNS) throw deadlock;
+      return 'done';
+    });
+    expect([result, runs]).toEqual(['done', TRANSACTION_RUNS]);
+    runs = 0;
+    expect(
+      await failure(() =>
+        inTransaction(handle.db, async () => {
+          runs++;
+          throw deadlock;
+        }),
+      ),
+    ).toBe(deadlock);
+    expect(runs).toBe(TRANSACTION_RUNS);
+    runs = 0;
+    const [unique] = both({ code: '23505', message: 'duplicate key' });
+    await failure(() =>
+      inTransaction(handle.db, async () => {
+        runs++;
+        throw unique;
+      }),
+    );
+    expect(runs).toBe(1);
+  });
+
+  /** A plain `pg` client on this test's PostgreSQL database (the engine's own errors, before the resilient pool). */
+  async function client(): Promise<pg.Client> {
+    const c = new pg.Client({ connectionString: handle.url });
+    c.on('error', () => {});
+    await c.connect();
+    return c;
+  }
+
+  it.runIf(process.env['DATABASE_URL'])('a prepared statement the session lost, or whose result type changed', async () => {
+    const c = await client();
+    try {
+      await c.query({ name: 'fault_s1', text: 'SELECT 1 AS a' });
+      await c.query('DEALLOCATE fault_s1');
+      expect(faultOf(await failure(() => c.query({ name: 'fault_s1', text: 'SELECT 1 AS a' })))?.name).toBe('unusable-prepared');
+      await c.query('CREATE TEMP TABLE fault_r (a int)');
+      await c.query({ name: 'fault_s2', text: 'SELECT * FROM fault_r' });
+      await c.query('ALTER TABLE fault_r ADD COLUMN b int');
+      const e = await failure(() => c.query({ name: 'fault_s2', text: 'SELECT * FROM fault_r' }));
+      expect(e).toMatchObject({ code: '0A000', routine: 'RevalidateCachedQuery' });
+      expect(faultOf(e)?.name).toBe('unusable-prepared');
+    } finally {
+      await c.end();
+    }
+  });
+
+  it.runIf(process.env['DATABASE_URL'])('a serialization failure, and a terminated backend', async () => {
+    const [a, b] = [await client(), await client()];
+    try {
+      await a.query('CREATE TABLE fault_s (id int PRIMARY KEY, n int)');
+      await a.query('INSERT INTO fault_s VALUES (1, 0)');
+      await a.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await a.query('SELECT n FROM fault_s WHERE id = 1');
+      await b.query('UPDATE fault_s SET n = 1 WHERE id = 1');
+      const e = await failure(() => a.query('UPDATE fault_s SET n = 2 WHERE id = 1'));
+      expect(faultOf(e)).toMatchObject({ name: 'transaction-rolled-back', retry: 'transaction' });
+      await a.query('ROLLBACK');
+      const pid = (await a.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await b.query('SELECT pg_terminate_backend($1)', [pid]);
+      expect(faultOf(await failure(() => a.query('SELECT 1')))).toMatchObject({ name: 'connection-lost', retry: 'statement-if-read' });
+    } finally {
+      await a.end().catch(() => {});
+      await b.end();
+    }
+  });
+
+  it('a refused connection is an unavailable database (503)', async () => {
+    const refused = await openDatabase({
+      databaseUrl: `postgres://nobody@127.0.0.1:${await freePort()}/none`,
+      dataDir: '',
+      connectTimeoutMs: 2_000,
+      onPoolError: () => {},
+    });
+    try {
+      const e = await failure(() => sql`SELECT 1`.execute(refused.db));
+      expect(e).toBeInstanceOf(ServiceUnavailableError);
+      expect(faultOf((e as Error).cause)?.name).toBe('unavailable');
+    } finally {
+      await refused.close();
+    }
+  });
+});
