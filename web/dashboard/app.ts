@@ -18,8 +18,8 @@ handleTokenForm(KEY, (token) => void start(token));
 async function loadOptions(): Promise<void> {
   const { data, errors } = await gql<OptionsData>(Q.options, {});
   if (!data) throw new Error(errors?.[0]?.message ?? 'no data');
-  state.extracts = data.dataExtracts.edges.map((e) => e.node);
-  state.entities = data.structuralEntities.edges.map((e) => e.node);
+  state.extracts = (data.dataExtracts?.edges ?? []).map((e) => e.node);
+  state.entities = (data.structuralEntities?.edges ?? []).map((e) => e.node);
   const extract = field<HTMLSelectElement>(controls, 'extract');
   const entity = field<HTMLSelectElement>(controls, 'entity');
   extract.replaceChildren(...state.extracts.map((x) => new Option(`${x.name} (${x.key})`, x.key)));

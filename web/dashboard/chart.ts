@@ -2,28 +2,15 @@
 // summary figures above it.
 import { byId } from '../shared/dom.js';
 import { gql } from './graphql.js';
-import { type Aggregate, type Bucket, type ChartData, DASHBOARD_QUERIES as Q } from './queries.js';
+import { type Aggregate, type Bucket, type ChartData, DASHBOARD_QUERIES as Q, type DataPointAggregatesInput } from './queries.js';
 import { type Settings, addDays, dayOf, fail, state, ymd } from './state.js';
 
 const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2', '#db2777', '#65a30d'];
 const HEIGHT = 320;
 const plot = byId('dash-plot');
 
-/** The `DataPointAggregatesInput` the chart asks for. */
-interface ChartInput {
-  extractKey: string;
-  valueItemKey: string;
-  timeItemKey: string;
-  interval: 'DAY';
-  /** Half-open [from, to), local dates. */
-  from: string;
-  to: string;
-  timeZone: string;
-  structuralEntityKey: string;
-  includeDescendants: true;
-  groupBy: 'CHILD_ENTITY';
-  maxGroups: number;
-}
+/** What the chart asks for, its range [from, to) in local dates always set. */
+type ChartInput = DataPointAggregatesInput & { from: string; to: string };
 
 const number = (x: unknown): string =>
   x === null || x === undefined ? '–' : typeof x === 'number' ? x.toLocaleString(undefined, { maximumFractionDigits: 1 }) : String(x);
@@ -50,7 +37,7 @@ export async function loadChart(s: Settings): Promise<void> {
   renderChart(data?.dataPointAggregates, s, input);
 }
 
-function renderSummary(agg: Aggregate | undefined): void {
+function renderSummary(agg: Aggregate | null | undefined): void {
   const a = agg?.aggregates;
   const c = agg?.coverage;
   const p = a?.percentiles ?? [];
@@ -76,7 +63,7 @@ function renderSummary(agg: Aggregate | undefined): void {
   );
 }
 
-function renderChart(agg: Aggregate | undefined, s: Settings, input: ChartInput): void {
+function renderChart(agg: Aggregate | null | undefined, s: Settings, input: ChartInput): void {
   const entity = state.entities.find((e) => e.key === s.entity);
   const extract = state.extracts.find((x) => x.key === s.extract);
   byId('dash-chart-title').textContent =

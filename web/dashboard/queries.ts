@@ -1,16 +1,25 @@
+import type {
+  DashboardChangesSubscription,
+  DashboardChartQuery,
+  DashboardOptionsQuery,
+  DashboardSubjectsQuery,
+  DataPointAggregatesInput,
+} from '../../src/generated/graphql.js';
+
 /**
  * The GraphQL documents the page sends, shown on the page too (the example a dashboard builder copies).
  * `options` fills the pickers; `chart` is the daily aggregate per child entity; `subjects` lists the
  * entity's subjects at once and their latest data point later (@defer: the provider may be slow);
  * `changes` is the live subscription, each event of which re-sends `chart` and `subjects`.
- * test/dashboard.test.ts validates each against the service's schema; the types below are their answers.
+ * `npm run codegen` types their answers (below) and test/dashboard.test.ts validates them against the service's
+ * schema; the GraphQL comment marks each for codegen.
  */
 export const DASHBOARD_QUERIES = {
-  options: `query DashboardOptions {
+  options: /* GraphQL */ `query DashboardOptions {
   dataExtracts(first: 100, orderBy: "name") { edges { node { key name } } }
   structuralEntities(first: 1000, orderBy: "displayName") { edges { node { key displayName depth parentKey } } }
 }`,
-  chart: `query DashboardChart($input: DataPointAggregatesInput!) {
+  chart: /* GraphQL */ `query DashboardChart($input: DataPointAggregatesInput!) {
   dataPointAggregates(input: $input) {
     aggregates { count subjectCount average min max percentiles(p: [0.5, 0.9]) }
     coverage { subjectCount contributingSubjectCount staleSubjectCount unavailableSubjectCount }
@@ -22,7 +31,7 @@ export const DASHBOARD_QUERIES = {
     }
   }
 }`,
-  subjects: `query DashboardSubjects($entity: String!, $extract: String!, $timeItem: String!) {
+  subjects: /* GraphQL */ `query DashboardSubjects($entity: String!, $extract: String!, $timeItem: String!) {
   subjects(structuralEntityKeys: [$entity], includeDescendants: true, first: 100) {
     totalCount
     edges { node {
@@ -37,70 +46,24 @@ export const DASHBOARD_QUERIES = {
     } }
   }
 }`,
-  changes: `subscription DashboardChanges($extract: String!, $entity: String!) {
+  changes: /* GraphQL */ `subscription DashboardChanges($extract: String!, $entity: String!) {
   dataPointsChanged(extractKey: $extract, structuralEntityKey: $entity) { extractKey subjectIds kind at }
 }`,
 };
 
-export interface OptionsData {
-  dataExtracts: Connection<Extract>;
-  structuralEntities: Connection<Entity>;
-}
-export interface Extract {
-  key: string;
-  name: string;
-}
-export interface Entity {
-  key: string;
-  displayName: string;
-  depth: number;
-  parentKey: string | null;
-}
+// The answers' types, generated from these documents and schema.graphql by `npm run codegen` (codegen.ts).
+export type OptionsData = DashboardOptionsQuery;
+export type Extract = Node<OptionsData['dataExtracts']>;
+export type Entity = Node<OptionsData['structuralEntities']>;
+export type ChartData = DashboardChartQuery;
+export type Aggregate = NonNullable<ChartData['dataPointAggregates']>;
+export type Bucket = Aggregate['buckets'][number];
+export type SubjectsData = DashboardSubjectsQuery;
+/** A subject; `dataPoints` absent until its deferred part arrives. */
+export type Subject = Node<SubjectsData['subjects']>;
+export type ChangesData = DashboardChangesSubscription;
+export type Change = NonNullable<ChangesData['dataPointsChanged']>;
+export type { DataPointAggregatesInput };
 
-export interface ChartData {
-  dataPointAggregates: Aggregate;
-}
-export interface Aggregate {
-  aggregates: Figures & { subjectCount: number; percentiles: (number | null)[] };
-  coverage: { subjectCount: number; contributingSubjectCount: number; staleSubjectCount: number; unavailableSubjectCount: number };
-  buckets: Bucket[];
-  groupedAggregates: { key: string; structuralEntity: { key: string; displayName: string } | null; buckets: Bucket[] }[];
-}
-export interface Figures {
-  count: number;
-  sum?: number | null;
-  average: number | null;
-  min: number | null;
-  max: number | null;
-}
-export interface Bucket {
-  start: string;
-  startsAt: string;
-  aggregates: Figures;
-}
-
-export interface SubjectsData {
-  subjects: Connection<Subject> & { totalCount: number };
-}
-export interface Subject {
-  subjectId: string;
-  externalId: string | null;
-  customFieldValues: { field: { key: string }; values: { valueText: string | null }[] }[];
-  structuralEntities: Connection<{ key: string; displayName: string }>;
-  /** Absent until its deferred part arrives. */
-  dataPoints?: Connection<{ id: string; items: { key: string; valueText: string | null }[] }>;
-}
-
-export interface ChangesData {
-  dataPointsChanged: Change;
-}
-export interface Change {
-  extractKey: string;
-  subjectIds: string[];
-  kind: string;
-  at: string;
-}
-
-interface Connection<T> {
-  edges: { node: T }[];
-}
+/** The node type of a connection that may be null (a root field an error nulls). */
+type Node<C extends { edges: { node: unknown }[] } | null> = NonNullable<C>['edges'][number]['node'];

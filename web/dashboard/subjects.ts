@@ -33,7 +33,7 @@ function latestOf(node: Subject, s: Settings): { value: string | null | undefine
 }
 
 function renderSubjects(data: SubjectsData | null | undefined, s: Settings): void {
-  const rows = (data?.subjects.edges ?? []).map(({ node }) => {
+  const rows = (data?.subjects?.edges ?? []).map(({ node }) => {
     const field = (key: string) => {
       const v = node.customFieldValues.find((c) => c.field.key === key);
       return v?.values.length ? v.values.map((x) => x.valueText).join(', ') : '';
