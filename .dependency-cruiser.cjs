@@ -60,6 +60,22 @@ module.exports = {
     ...domainRules,
     ...dataRules,
     {
+      name: 'domain-through-its-door',
+      comment:
+        "Another domain is reached through its door, src/domains/<d>/index.ts; its other files are private. For now the data domain's own imports and imports into it are exempt (being split into subfolders).",
+      severity: 'error',
+      from: { path: '^src/domains/([^/]+)/', pathNot: '^src/domains/data/' },
+      to: { path: '^src/domains/[^/]+/', pathNot: ['^src/domains/$1/', '^src/domains/[^/]+/index\\.ts$', '^src/domains/data/'] },
+    },
+    {
+      name: 'app-through-domain-doors',
+      comment:
+        "The app and the entry points reach a domain through its door (src/domains/<d>/index.ts); the data domain's files are exempt for now.",
+      severity: 'error',
+      from: { path: '^src/(?:app/|cli/|server\\.ts$)' },
+      to: { path: '^src/domains/', pathNot: ['^src/domains/[^/]+/index\\.ts$', '^src/domains/data/'] },
+    },
+    {
       name: 'migrations-are-frozen',
       comment: 'A migration never imports application code: it must run the same way forever.',
       severity: 'error',

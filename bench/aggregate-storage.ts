@@ -28,7 +28,7 @@ import { loadConfig } from '../src/core/config.js';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { SecretBox } from '../src/domains/data/index.js';
-import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
 
 const SUBJECTS = Number(process.env['BENCH_SUBJECTS'] ?? 10_000);

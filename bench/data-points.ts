@@ -32,7 +32,7 @@ import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { ProviderClient, type ProviderSource } from '../src/domains/data/index.js';
 import { SecretBox } from '../src/domains/data/index.js';
-import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
 
 const SUBJECTS = 50;

@@ -14,9 +14,8 @@ import { sql } from 'kysely';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import type { Db } from '../src/db/tables.js';
 import { SecretBox } from '../src/domains/data/index.js';
-import { matchingKeyOf, valueRows } from '../src/domains/subject/subject-values.js';
-import { loadSubjectConfig } from '../src/domains/subject/subject.repository.js';
-import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { loadSubjectConfig, matchingKeyOf, valueRows } from '../src/domains/subject/index.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import {
   CLIENT,
   EXTRACT_KEY,

@@ -16,7 +16,7 @@ import { type Socket, connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { SecretBox } from '../src/domains/data/index.js';
-import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { freePort, makeWorkDir, onCleanup, pinSelf, runMain, spawnPinned, waitForHttp } from './processes.js';
 import { createBenchDatabase } from './seed.js';
 import { LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, envNumber, startCommand } from './service.js';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { SecretBox } from '../src/domains/data/index.js';
-import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { Flood } from '../test/token-flood.js';
 import { makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
 import { createBenchDatabase } from './seed.js';

@@ -11,12 +11,10 @@ import type { DatabaseHandle } from './db/database.js';
 import { ServiceUnavailableError } from './core/errors.js';
 import { sendProblem } from './http/problem.js';
 import { createAppServer } from './http/app-server.js';
-import { upsertSubject } from './domains/subject/subject.service.js';
-import { findClientByTenantKey } from './domains/auth/auth.repository.js';
-import { clientPrincipal } from './domains/auth/authenticate.js';
+import { subjectCaches, upsertSubject } from './domains/subject/index.js';
+import { clientPrincipal, findClientByTenantKey, verifySecret } from './domains/auth/index.js';
 import { findDataPointsUrl } from './domains/data/index.js';
-import { verifySecret } from './domains/auth/secrets.js';
-import { hasTenants } from './domains/tenant-apply/tenant-apply.repository.js';
+import { hasTenants } from './domains/tenant-apply/index.js';
 import { type RunningProvider, createReferenceProvider } from './provider/reference-provider.js';
 import { applyTenantFilePath, createLogger, openMigratedDatabase } from './app/runtime.js';
 
@@ -55,14 +53,13 @@ async function seedDemo(db: Db): Promise<void> {
     CustomFieldValues: { Key: string; Value: unknown }[];
     StructuralEntityKeys: string[];
   }[];
+  // Caches of their own: the seed runs before the app is built.
+  const ctx = { db, principal, subjects: subjectCaches() };
   for (const s of subjects) {
-    await upsertSubject(
-      { db, principal },
-      {
-        customFieldValues: s.CustomFieldValues.map((v) => ({ key: v.Key, value: v.Value })),
-        structuralEntityKeys: s.StructuralEntityKeys,
-      },
-    );
+    await upsertSubject(ctx, {
+      customFieldValues: s.CustomFieldValues.map((v) => ({ key: v.Key, value: v.Value })),
+      structuralEntityKeys: s.StructuralEntityKeys,
+    });
   }
 }
 

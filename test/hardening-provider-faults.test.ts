@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../src/domains/data/index.js';
-import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { ApiClient, type TestApp, expectValidation, startApp, startPeer, tenantConfig } from './helpers.js';
 import {
   type DataTenant,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { addressKey } from '../src/domains/auth/client-auth.js';
+import { addressKey } from '../src/domains/auth/index.js';
 import { SecretBox } from '../src/domains/data/index.js';
-import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { type ApiClient, FULL_CLIENT, type TestApp, createTenant, startApp, tenantConfig } from './helpers.js';
 import { Flood, type FloodStats } from './token-flood.js';
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../src/domains/data/index.js';
-import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { ApiClient, FULL_CLIENT, type TestApp, createTenant, expectProblem, expectValidation, startApp, tenantConfig } from './helpers.js';
 
 // Inputs at the limits and the paths a review found open: each must be a named 4xx, never a 500.

@@ -11,9 +11,9 @@ import { expect, inject } from 'vitest';
 import { buildApp } from '../src/app/app.js';
 import { type Config, loadConfig } from '../src/core/config.js';
 import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db/database.js';
-import type { TokenService } from '../src/domains/auth/tokens.js';
+import type { TokenService } from '../src/domains/auth/index.js';
 import { SecretBox } from '../src/domains/data/index.js';
-import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { createAppServer } from '../src/http/app-server.js';
 
 export interface TestApp {

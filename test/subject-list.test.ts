@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { migrations } from '../db/migrations.js';
 import { SecretBox } from '../src/domains/data/index.js';
-import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { type ApiClient, type ApiResponse, type TestApp, createTenant, expectValidation, startApp, tenantConfig } from './helpers.js';
 
 // The subject list through HTTP only: GET /api/v2/subject and GraphQL subjects(...).

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../src/domains/data/index.js';
-import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import { TenantConfigError, applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { ApiClient, FULL_CLIENT, type TestApp, startApp, tenantConfig } from './helpers.js';
 
 // D3: the tenant configuration file. Validated before anything is written (an invalid file changes

@@ -14,11 +14,11 @@ import type { Db } from '../db/tables.js';
 import type { Listen } from '../db/notifications.js';
 import { TableAnalyzer } from '../db/analyze.js';
 import { EventBus } from '../db/event-bus.js';
-import { authRoutes } from '../domains/auth/auth.routes.js';
-import { requireToken } from '../domains/auth/authenticate.js';
-import { TokenService } from '../domains/auth/tokens.js';
+import { TokenService, authRoutes, requireToken } from '../domains/auth/index.js';
 import { AggregateMemory, DataCache, DataChangeFeed, SecretBox, dataContext } from '../domains/data/index.js';
-import { OutboxSender } from '../domains/portal/outbox.sender.js';
+import { OutboxSender } from '../domains/portal/index.js';
+import { structureTypesCache } from '../domains/structural-entity/index.js';
+import { subjectCaches } from '../domains/subject/index.js';
 import { AppError, NotFoundError, ServiceUnavailableError } from '../core/errors.js';
 import { ping } from '../db/database.js';
 import { expectedErrorOf } from '../db/faults.js';
@@ -227,12 +227,17 @@ export async function buildApp({
   // One authentication and one context for REST routes and /graphql alike.
   const authenticateFor = (scopes: readonly Scope[]) => requireToken(db, tokens, scopes, (holder, res) => admission.gate(holder, res));
   const aggregates = new AggregateMemory();
+  // The instance's configuration and count caches, shared by its requests (never by two apps).
+  const structureTypes = structureTypesCache();
+  const subjects = subjectCaches();
   const contextOf = (req: Request): ContextInit => ({
     db,
     principal: req.principal!,
     requestId: String(req.id),
     ...dataContext(data, aggregates),
     dataChanges,
+    structureTypes,
+    subjects,
   });
   const yoga = createYoga<{ req: Request; res: Response }>({
     schema,

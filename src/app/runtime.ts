@@ -5,7 +5,7 @@ import { type DatabaseHandle, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { isDatabaseUnavailable } from '../db/faults.js';
 import { SecretBox } from '../domains/data/index.js';
-import { applyTenantFile } from '../domains/tenant-apply/tenant-apply.service.js';
+import { applyTenantFile } from '../domains/tenant-apply/index.js';
 
 /** The process logger: JSON lines (pino). */
 export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {

@@ -4,12 +4,13 @@ import { schemaDirectives } from '../graphql/directives.js';
 import { sliceEdgeNodes } from '../graphql/slices.js';
 import '../graphql/scalars.js';
 import '../graphql/connections.js';
-import '../domains/custom-field/custom-field.schema.js';
-import '../domains/structural-entity/structural-entity.schema.js';
-import '../domains/subject/subject.schema.js';
+// Importing a domain's door registers its GraphQL types.
+import '../domains/custom-field/index.js';
+import '../domains/structural-entity/index.js';
+import '../domains/subject/index.js';
 import '../domains/data/index.js';
-import '../domains/portal/portal.schema.js';
-import '../domains/user/user.schema.js';
+import '../domains/portal/index.js';
+import '../domains/user/index.js';
 
 /** The executable schema, built once from every domain's types. */
 export const schema = sliceEdgeNodes(builder.toSchema({ sortSchema: true, directives: schemaDirectives }));

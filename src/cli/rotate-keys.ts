@@ -1,5 +1,5 @@
 import { loadConfig } from '../core/config.js';
-import { TokenService } from '../domains/auth/tokens.js';
+import { TokenService } from '../domains/auth/index.js';
 import { openMigratedDatabase } from '../app/runtime.js';
 
 // `npm run keys:rotate`: a new signing key; tokens signed by the old one stay valid until they expire.

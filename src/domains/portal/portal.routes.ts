@@ -4,7 +4,7 @@ import type { RestPortalUserFragment } from '../../generated/graphql.js';
 
 import { camelPageSchema, pagingQuery, pagingVariables, restCamelPage } from '../../http/rest/envelopes.js';
 import { defineRoute, pascalLocation } from '../../http/rest/route.js';
-import { isUuid } from '../subject/subject.repository.js';
+import { isUuid } from '../subject/index.js';
 import { invalidParameter, problemExample } from '../../http/openapi/documented.js';
 
 graphql(`

@@ -4,8 +4,7 @@ import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
 import { type Permission, requirePermission } from '../../core/permissions.js';
 import type { Context } from '../../graphql/context.js';
-import { firstText } from '../subject/subject-values.js';
-import { type SubjectConfig, loadSubjectConfig, lockSubjectById } from '../subject/subject.repository.js';
+import { type SubjectConfig, firstText, loadSubjectConfig, lockSubjectById } from '../subject/index.js';
 import { type InvitationTemplate, invitationValues, renderInvitation } from './invitation-mail.js';
 import { type NewMail, cancelMails, enqueueMails, reviveDeadMails } from './outbox.repository.js';
 import {

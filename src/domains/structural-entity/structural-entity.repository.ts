@@ -1,6 +1,5 @@
 import { type SqlBool, sql } from 'kysely';
-import { type FieldDef, sqlTypeOf } from '../custom-field/custom-field.js';
-import { jsonFieldSortExpr } from '../custom-field/custom-field.repository.js';
+import { type FieldDef, jsonFieldSortExpr, sqlTypeOf } from '../custom-field/index.js';
 import {
   type DataTypeName,
   type Db,
@@ -12,7 +11,6 @@ import {
 } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../db/paging.js';
 import { matchesTerm } from '../../db/search.js';
-import { configVersionCache } from '../tenant/config-version-cache.js';
 
 export type StructureTypeWithFields = StructureType & { fields: FieldDef[] };
 
@@ -70,11 +68,6 @@ export async function findStructureTypes(db: Db, tenantId: string, keys?: readon
   }
   return [...byKey.values()];
 }
-
-/** Every structure type of the tenant at `configVersion` (the principal's), loaded once per instance and version. */
-export const cachedStructureTypes = configVersionCache(
-  async (db, tenantId) => new Map((await findStructureTypes(db, tenantId)).map((t) => [t.key, t])),
-);
 
 /** The data types a custom field key has across the tenant's structure types (for OrderBy). */
 export async function structureFieldTypes(db: Db, tenantId: string, fieldKey: string) {

@@ -4,7 +4,7 @@ import { graphql } from '../../generated/gql.js';
 import type { RestStructuralEntityFragment } from '../../generated/graphql.js';
 
 import { booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
-import { AnsweredValue, SentValueSchema } from '../custom-field/custom-field.rest.js';
+import { AnsweredValue, SentValueSchema } from '../custom-field/index.js';
 import { defineRoute } from '../../http/rest/route.js';
 import { documentedAs, invalidParameter, problemExample } from '../../http/openapi/documented.js';
 

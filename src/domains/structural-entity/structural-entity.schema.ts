@@ -2,8 +2,14 @@ import { createContextCache } from '@pothos/core';
 import { builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
-import { type Scalar, sortKeyOf } from '../custom-field/custom-field.js';
-import { CustomFieldRef, CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../custom-field/custom-field.schema.js';
+import {
+  CustomFieldRef,
+  CustomFieldValueInput,
+  CustomFieldValueRef,
+  type Scalar,
+  customFieldValues,
+  sortKeyOf,
+} from '../custom-field/index.js';
 import type { StructuralEntityRow } from '../../db/tables.js';
 import { ValidationError } from '../../core/errors.js';
 import type { PageArgs, SortKey } from '../../db/paging.js';
@@ -12,7 +18,6 @@ import {
   BUILT_IN_ENTITY_ORDERS,
   type BuiltInEntityOrder,
   type EntityFilters,
-  cachedStructureTypes,
   entitySortKey,
   findEntitiesByKeys,
   pageEntities,
@@ -22,7 +27,7 @@ import { upsertStructuralEntity } from './structural-entity.service.js';
 
 export const StructureTypeRef = builder.loadableObject('StructureType', {
   load: async (keys: string[], ctx: Context) => {
-    const types = await cachedStructureTypes(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion);
+    const types = await ctx.structureTypes(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion);
     return keys.map((k) => types.get(k) ?? new Error(`Unknown structure type '${k}'.`));
   },
   fields: (t) => ({

@@ -1,13 +1,13 @@
-import { type FieldDef, type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
+import { type FieldDef, type StoredValue, parseSentValues, reportUnknownUsers } from '../custom-field/index.js';
 import type { Db, StructuralEntityRecord, StructuralEntityRow } from '../../db/tables.js';
 import { isUniqueViolation } from '../../db/faults.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector } from '../../core/errors.js';
 import type { Principal } from '../../core/permissions.js';
 import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../../core/input.js';
-import { bumpDataVersion } from '../tenant/tenant.repository.js';
-import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
+import { bumpDataVersion, configVersionCache } from '../tenant/index.js';
 import {
+  type StructureTypeWithFields,
   findEntitiesByKeys,
   findEntityRecordByKey,
   findStructureTypes,
@@ -18,6 +18,20 @@ import {
   moveSubtree,
   updateEntity,
 } from './structural-entity.repository.js';
+
+declare module '../../graphql/context.js' {
+  interface Context {
+    /** The instance's structure types by key, per tenant and configuration version (P48; built by the app). */
+    structureTypes: StructureTypesCache;
+  }
+}
+
+export type StructureTypesCache = (db: Db, tenantId: string, configVersion: string) => Promise<Map<string, StructureTypeWithFields>>;
+
+/** One per instance: every structure type of a tenant at a configuration version, loaded once. */
+export function structureTypesCache(): StructureTypesCache {
+  return configVersionCache(async (db, tenantId) => new Map((await findStructureTypes(db, tenantId)).map((t) => [t.key, t])));
+}
 
 /** The upsert body in GraphQL casing; an absent property is `undefined` (D8: absent = unchanged). */
 export interface UpsertEntityInput {

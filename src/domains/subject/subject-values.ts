@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { type FieldDef, type Scalar, type StoredValue, readTyped, sortKeyOf, valueText } from '../custom-field/custom-field.js';
+import { type FieldDef, type Scalar, type StoredValue, readTyped, sortKeyOf, valueText } from '../custom-field/index.js';
 import type { DataTypeName, NewSubjectValue } from '../../db/tables.js';
 
 /**

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { type Expression, type SqlBool, sql } from 'kysely';
-import type { FieldDef } from '../custom-field/custom-field.js';
+import type { FieldDef } from '../custom-field/index.js';
 import {
   type Db,
   ENTITY_COLUMNS,
@@ -14,8 +14,7 @@ import {
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchScore, matchesTerm } from '../../db/search.js';
 import { preparedShapes } from '../../db/prepared.js';
-import { configVersionCache } from '../tenant/config-version-cache.js';
-import { readDataVersion } from '../tenant/tenant.repository.js';
+import { configVersionCache, readDataVersion } from '../tenant/index.js';
 import { valueRows } from './subject-values.js';
 
 /** A tenant's subject configuration: fields in order, matching fields, and the ExternalId field. */
@@ -26,7 +25,7 @@ export interface SubjectConfig {
   externalIdKey: string | undefined;
 }
 
-/** Reads the tenant's subject configuration (two queries); requests use `cachedSubjectConfig`. */
+/** Reads the tenant's subject configuration (two queries); requests use the instance's `SubjectCaches.config`. */
 export async function loadSubjectConfig(db: Db, tenantId: string): Promise<SubjectConfig> {
   const [fields, tenant] = await Promise.all([
     db.selectFrom('subject_field').selectAll().where('tenant_id', '=', tenantId).orderBy('position').execute(),
@@ -48,7 +47,11 @@ export async function loadSubjectConfig(db: Db, tenantId: string): Promise<Subje
   };
 }
 
-/** The subject configuration at `configVersion` (the principal's), loaded once per instance and version. */
+/**
+ * The subject configuration at `configVersion`, for the data domain's imports only until they read the
+ * context's `subjects.config` (a module-level cache, shared by every app in the process).
+ * @deprecated use `ctx.subjects.config`.
+ */
 export const cachedSubjectConfig = configVersionCache(loadSubjectConfig);
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -486,7 +489,7 @@ export function searchMatches(db: Db, tenantId: string, term: string) {
 export type SubjectOrder = { by: 'relevance' } | { by: 'id' } | { by: 'field'; name: string; fieldKey: string };
 
 /**
- * One page of the subjects matching `filters` in `order`; `dataVersion` as for `countSubjects`. The
+ * One page of the subjects matching `filters` in `order`; `counts` and `dataVersion` as for `countSubjects`. The
  * query takes the cheapest path the filters and order allow (issue 8); every path has the same sort
  * values and ids, so a cursor fits whichever path the next page takes.
  */
@@ -497,6 +500,7 @@ export async function pageSubjects(
   filters: SubjectFilters,
   order: SubjectOrder,
   args: PageArgs,
+  counts: SubjectCounts,
   dataVersion?: string,
 ): Promise<Connection<SubjectRow>> {
   const id = { id: sql.ref('s.id'), idType: 'uuid' as const };
@@ -563,22 +567,32 @@ export async function pageSubjects(
     list,
     query,
     ...(probeQuery ? { probeQuery } : {}),
-    count: () => countSubjects(db, tenantId, filters, dataVersion),
+    count: () => countSubjects(db, counts, tenantId, filters, dataVersion),
     sort: pageSort,
     args,
   });
 }
 
-// Counts per (tenant, data version, filters). The version is bumped in the same transaction as every
-// write that can change a subject list, and a count is stored under the version read in the same
-// statement (one snapshot), so a cached count is always the exact count of that version.
-const counts = new LRUCache<string, number>({ max: 20_000 });
+/**
+ * Counts per (tenant, data version, filters), one cache per instance (built by the app). The version is
+ * bumped in the same transaction as every write that can change a subject list, and a count is stored
+ * under the version read in the same statement (one snapshot), so a cached count is always the exact
+ * count of that version.
+ */
+export type SubjectCounts = LRUCache<string, number>;
+export const subjectCounts = (): SubjectCounts => new LRUCache<string, number>({ max: 20_000 });
 
 /**
  * TotalCount of a filtered subject list, counted once per data version (D6 exact, issue: cheap at scale).
  * `dataVersion`: the version a query read with its principal; otherwise it is read here.
  */
-export async function countSubjects(db: Db, tenantId: string, filters: SubjectFilters, dataVersion?: string): Promise<number> {
+export async function countSubjects(
+  db: Db,
+  counts: SubjectCounts,
+  tenantId: string,
+  filters: SubjectFilters,
+  dataVersion?: string,
+): Promise<number> {
   // A digest: the filters can be long (terms, many values), the cache's keys must not be (issue 9).
   const filterKey = createHash('sha256').update(JSON.stringify(filters)).digest('base64url');
   const cached = counts.get(`${tenantId}|${dataVersion ?? (await readDataVersion(db, tenantId))}|${filterKey}`);

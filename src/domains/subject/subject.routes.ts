@@ -4,15 +4,10 @@ import { graphql } from '../../generated/gql.js';
 import type { RestSubjectFragment, RestSubjectWithLocationsFragment } from '../../generated/graphql.js';
 
 import { booleanQuery, pageSchema, pagingQuery, pagingVariables, restPage, sentValues } from '../../http/rest/envelopes.js';
-import { SentValueSchema } from '../custom-field/custom-field.rest.js';
+import { SentValueSchema } from '../custom-field/index.js';
 import { defineRoute, pascalLocation } from '../../http/rest/route.js';
 import { documentedAs, invalidParameter, problemExample } from '../../http/openapi/documented.js';
-import {
-  RestStructuralEntitySchema,
-  exampleHeadOffice,
-  exampleSalesNorth,
-  toRestEntity,
-} from '../structural-entity/structural-entity.routes.js';
+import { RestStructuralEntitySchema, exampleHeadOffice, exampleSalesNorth, toRestEntity } from '../structural-entity/index.js';
 import { isUuid } from './subject.repository.js';
 
 graphql(`

@@ -4,42 +4,25 @@ import DataLoader from 'dataloader';
 import { type Types, builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
-import { CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../custom-field/custom-field.schema.js';
+import { CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../custom-field/index.js';
 import type { StructuralEntityRow, SubjectRow } from '../../db/tables.js';
-import { ErrorCollector, ValidationError } from '../../core/errors.js';
+import { ValidationError } from '../../core/errors.js';
 import { requirePermission } from '../../core/permissions.js';
 import { type PageArgs, paginateLoaded } from '../../db/paging.js';
-import { StructuralEntityConnection, StructuralEntityRef, entityOrder } from '../structural-entity/structural-entity.schema.js';
+import { StructuralEntityConnection, StructuralEntityRef, entityOrder } from '../structural-entity/index.js';
+import { findLocations, findSubjectsByIds, isUuid } from './subject.repository.js';
 import {
-  type SubjectConfig,
-  type SubjectOrder,
-  cachedSubjectConfig,
-  findLocations,
-  findSubjectsByIds,
-  isUuid,
-  pageSubjects,
-} from './subject.repository.js';
-import {
-  type SubjectListInput,
   addSubjectLocations,
+  listSubjects,
+  loadedSubjectConfig,
   removeSubjectLocations,
-  subjectFilters,
+  subjectConfig,
   updateSubject,
   upsertSubject,
 } from './subject.service.js';
 
-// A request's subject fields once loaded: a page's nodes resolve after its list has loaded them, so
-// their customFieldValues answer synchronously, not through a promise per subject (issue 19). Keyed by
-// the context object itself, as `createContextCache` is: a copied context only misses (the promise path).
-const loadedConfigs = new WeakMap<Context, SubjectConfig>();
-
-/** The tenant's subject fields, loaded once per request. */
-export const subjectConfig = createContextCache((ctx: Context) =>
-  cachedSubjectConfig(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion).then((config) => {
-    loadedConfigs.set(ctx, config);
-    return config;
-  }),
-);
+// The data domain imports it from here until it imports the door.
+export { subjectConfig };
 
 /** Locations of every subject on the page in one query (D11: a fixed number of queries per page). */
 const locationsLoader = createContextCache(
@@ -96,7 +79,7 @@ SubjectRef.implement({
     customFieldValues: t.field({
       type: [CustomFieldValueRef],
       resolve: (s, _args, ctx) => {
-        const config = loadedConfigs.get(ctx);
+        const config = loadedSubjectConfig(ctx);
         return config ? customFieldValues(config.fields, s.values) : subjectConfig(ctx).then((c) => customFieldValues(c.fields, s.values));
       },
     }),
@@ -128,29 +111,6 @@ export const CustomFieldValueFilterInput = builder.inputType('CustomFieldValueFi
     match: t.field({ type: CustomFieldMatchEnum, description: 'EXACT_ALL (default): every key matches; EXACT_ANY: one does.' }),
   }),
 });
-
-/** D6 OrderBy for subjects; with a search term and no OrderBy, best match first. */
-function subjectOrder(config: SubjectConfig, orderBy: string | null | undefined, searchTerm: string | undefined): SubjectOrder {
-  if (!orderBy && searchTerm) return { by: 'relevance' };
-  // D6 default: ExternalId; a tenant without an ExternalId field orders by Id.
-  const name = orderBy ?? (config.externalIdKey ? 'ExternalId' : 'Id');
-  const field = config.byKey.get(name);
-  if (field) return { by: 'field', name, fieldKey: field.key };
-  if (name.toLowerCase() === 'id') return { by: 'id' };
-  if (name.toLowerCase() === 'externalid' && config.externalIdKey)
-    return { by: 'field', name: 'ExternalId', fieldKey: config.externalIdKey };
-  throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Id, ExternalId or a subject field key.`);
-}
-
-/** One page of subjects: behind `subjects`, `StructuralEntity.subjects` and REST's list (D7 filters). */
-export async function listSubjects(ctx: Context, input: SubjectListInput, args: PageArgs) {
-  const config = await subjectConfig(ctx);
-  const errors = new ErrorCollector();
-  const filters = subjectFilters(config, input, errors);
-  const order = subjectOrder(config, args.orderBy, filters.searchTerm);
-  errors.throwIfAny();
-  return pageSubjects(ctx.db, ctx.principal.tenantId, config, filters, order, args, ctx.dataVersion);
-}
 
 const subjectFilterArgs = (arg: ArgBuilder<Types>) => ({
   includeDescendants: arg.boolean({ description: 'Also subjects located anywhere below the given entities.' }),

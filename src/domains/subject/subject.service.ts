@@ -1,23 +1,26 @@
 import { randomUUID } from 'node:crypto';
-import { type StoredValue, parseSentValues } from '../custom-field/custom-field.js';
+import { createContextCache } from '@pothos/core';
+import { type StoredValue, parseSentValues, reportUnknownUsers } from '../custom-field/index.js';
 import type { Db, SubjectRow } from '../../db/tables.js';
+import type { PageArgs } from '../../db/paging.js';
 import { isFault, isUniqueViolation } from '../../db/faults.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
 import { isBlank } from '../../core/input.js';
 import { type Principal, requirePermission } from '../../core/permissions.js';
 import type { Context } from '../../graphql/context.js';
-import { findEntityIdsByKeys, findStructureTypes, shareLockEntitiesByKeys } from '../structural-entity/structural-entity.repository.js';
-import { configVersionCache } from '../tenant/config-version-cache.js';
-import { bumpDataVersion } from '../tenant/tenant.repository.js';
-import { reportUnknownUsers } from '../custom-field/custom-field.repository.js';
+import { findEntityIdsByKeys, findStructureTypes, shareLockEntitiesByKeys } from '../structural-entity/index.js';
+import { bumpDataVersion, configVersionCache } from '../tenant/index.js';
 import { canonicalFilterValue, firstText, matchingKeyOf } from './subject-values.js';
 import {
   type SubjectConfig,
+  type SubjectCounts,
   type SubjectFilters,
+  type SubjectOrder,
   addLocations,
-  cachedSubjectConfig,
   loadSubjectConfig,
+  pageSubjects,
+  subjectCounts,
   lockSubjectById,
   removeLocations,
   findSubjectSeen,
@@ -28,6 +31,49 @@ import {
   updateSubjectRow,
   writeSubjectValues,
 } from './subject.repository.js';
+
+declare module '../../graphql/context.js' {
+  interface Context {
+    /** The instance's subject caches (built by the app). */
+    subjects: SubjectCaches;
+  }
+}
+
+export interface SubjectCaches {
+  /** The subject configuration per tenant and configuration version (P48). */
+  config: (db: Db, tenantId: string, configVersion: string) => Promise<SubjectConfig>;
+  /** The keys of the structure types subjects may be assigned to, per configuration version. */
+  assignableTypes: (db: Db, tenantId: string, configVersion: string) => Promise<Set<string>>;
+  /** TotalCounts per tenant, data version and filters. */
+  counts: SubjectCounts;
+}
+
+/** One per instance (two apps in a process share none). */
+export function subjectCaches(): SubjectCaches {
+  return {
+    config: configVersionCache(loadSubjectConfig),
+    assignableTypes: configVersionCache(
+      async (db, tenantId) => new Set((await findStructureTypes(db, tenantId)).filter((t) => t.subject_assignable).map((t) => t.key)),
+    ),
+    counts: subjectCounts(),
+  };
+}
+
+// The configuration once loaded: a page's nodes resolve after its list has loaded it, so their
+// customFieldValues answer synchronously, not through a promise per subject (issue 19). Per request, keyed
+// by the context object itself: a copied context only misses (the promise path).
+const requestConfig = createContextCache((ctx: Context) => {
+  const entry: { loaded?: SubjectConfig; promise: Promise<SubjectConfig> } = {
+    promise: ctx.subjects.config(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion).then((config) => (entry.loaded = config)),
+  };
+  return entry;
+});
+
+/** The tenant's subject fields, loaded once per request. */
+export const subjectConfig = (ctx: Context): Promise<SubjectConfig> => requestConfig(ctx).promise;
+
+/** The request's subject fields if already loaded. */
+export const loadedSubjectConfig = (ctx: Context): SubjectConfig | undefined => requestConfig(ctx).loaded;
 
 export interface SubjectListInput {
   structuralEntityKeys?: readonly string[] | null | undefined;
@@ -63,6 +109,29 @@ export function subjectFilters(config: SubjectConfig, input: SubjectListInput, e
     ...(values.length > 0 ? { values, match: input.customFieldValueFilter?.match ?? 'EXACT_ALL' } : {}),
     ...(searchTerm ? { searchTerm } : {}),
   };
+}
+
+/** D6 OrderBy for subjects; with a search term and no OrderBy, best match first. */
+function subjectOrder(config: SubjectConfig, orderBy: string | null | undefined, searchTerm: string | undefined): SubjectOrder {
+  if (!orderBy && searchTerm) return { by: 'relevance' };
+  // D6 default: ExternalId; a tenant without an ExternalId field orders by Id.
+  const name = orderBy ?? (config.externalIdKey ? 'ExternalId' : 'Id');
+  const field = config.byKey.get(name);
+  if (field) return { by: 'field', name, fieldKey: field.key };
+  if (name.toLowerCase() === 'id') return { by: 'id' };
+  if (name.toLowerCase() === 'externalid' && config.externalIdKey)
+    return { by: 'field', name: 'ExternalId', fieldKey: config.externalIdKey };
+  throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Id, ExternalId or a subject field key.`);
+}
+
+/** One page of subjects: behind `subjects`, `StructuralEntity.subjects` and REST's list (D7 filters). */
+export async function listSubjects(ctx: Context, input: SubjectListInput, args: PageArgs) {
+  const config = await subjectConfig(ctx);
+  const errors = new ErrorCollector();
+  const filters = subjectFilters(config, input, errors);
+  const order = subjectOrder(config, args.orderBy, filters.searchTerm);
+  errors.throwIfAny();
+  return pageSubjects(ctx.db, ctx.principal.tenantId, config, filters, order, args, ctx.subjects.counts, ctx.dataVersion);
 }
 
 export interface SentValue {
@@ -127,22 +196,23 @@ function identity(config: SubjectConfig, values: Record<string, unknown>) {
 }
 
 /** The keys of the structure types subjects may be assigned to (only a tenant apply changes them). */
-const assignableTypes = configVersionCache(
-  async (db, tenantId) => new Set((await findStructureTypes(db, tenantId)).filter((t) => t.subject_assignable).map((t) => t.key)),
-);
+const assignableTypes = (ctx: WriteContext, db: Db) =>
+  ctx.subjects.assignableTypes(db, ctx.principal.tenantId, ctx.principal.configVersion);
+
+/** What a subject write reads of the request: the database, the principal and the instance's caches. */
+export type WriteContext = Pick<Context, 'db' | 'principal' | 'subjects'>;
 
 /** Entity ids for location keys; unknown or non-assignable keys are errors at `${base}[i]` (D7). */
 async function resolveLocationKeys(
+  ctx: WriteContext,
   db: Db,
-  tenantId: string,
-  configVersion: string,
   keys: readonly string[],
   base: string,
   errors: ErrorCollector,
 ): Promise<string[]> {
   if (keys.length === 0) return [];
-  const rows = await shareLockEntitiesByKeys(db, tenantId, keys);
-  return checkLocationKeys(keys, rows, await assignableTypes(db, tenantId, configVersion), base, errors);
+  const rows = await shareLockEntitiesByKeys(db, ctx.principal.tenantId, keys);
+  return checkLocationKeys(keys, rows, await assignableTypes(ctx, db), base, errors);
 }
 
 /** The ids of the entities `keys` name, found in `rows`; unknown or non-assignable keys are errors. */
@@ -211,13 +281,10 @@ export interface UpsertSubjectInput {
  * fields (and replacing locations when keys are given), or creates it. Concurrent upserts with the same
  * matching values create one subject: the insert yields to the unique constraint and the loser updates.
  */
-export async function upsertSubject(
-  ctx: Pick<Context, 'db' | 'principal'>,
-  input: UpsertSubjectInput,
-): Promise<{ subject: SubjectRow; created: boolean }> {
+export async function upsertSubject(ctx: WriteContext, input: UpsertSubjectInput): Promise<{ subject: SubjectRow; created: boolean }> {
   const { db, principal } = ctx;
   const tenantId = principal.tenantId;
-  const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
+  const config = await ctx.subjects.config(db, tenantId, principal.configVersion);
   const errors = new ErrorCollector();
   const changes = await parseValues(db, tenantId, config, input.customFieldValues, 'customFieldValues', errors);
   reportBlankIdentifiers(config, input.customFieldValues, changes, 'customFieldValues', errors);
@@ -232,7 +299,7 @@ export async function upsertSubject(
 
   const keys = input.structuralEntityKeys ?? undefined;
   const probe = identity(config, Object.fromEntries([...changes].filter(([k]) => config.matchingKeys.includes(k))));
-  const assignable = keys?.length ? await assignableTypes(db, tenantId, principal.configVersion) : new Set<string>();
+  const assignable = keys?.length ? await assignableTypes(ctx, db) : new Set<string>();
   return optimistically(db, async (db, lock) => {
     const { subject: existing, entities } = await findUpsertTarget(db, tenantId, probe.matching_key, keys ?? [], lock);
     requirePermission(principal, existing ? 'Edit:Subject' : 'Create:Subject');
@@ -263,7 +330,7 @@ export async function upsertSubject(
 
 /** PATCH /api/v2/subject/{id} (D7): sets the given fields; matching values may change (409 on collision). */
 export async function updateSubject(
-  ctx: Pick<Context, 'db' | 'principal'>,
+  ctx: WriteContext,
   id: string,
   customFields: readonly SentValue[],
   base: 'customFields' | 'customFieldValues' = 'customFields',
@@ -271,7 +338,7 @@ export async function updateSubject(
   const { db, principal } = ctx;
   const tenantId = principal.tenantId;
   requirePermission(principal, 'Edit:Subject');
-  const config = await cachedSubjectConfig(db, tenantId, principal.configVersion);
+  const config = await ctx.subjects.config(db, tenantId, principal.configVersion);
   const errors = new ErrorCollector();
   // Problems are named under the list as sent (D5: CustomFieldValues is accepted as an alias).
   const changes = await parseValues(db, tenantId, config, customFields, base, errors);
@@ -293,18 +360,14 @@ export async function updateSubject(
 }
 
 /** PUT .../structuralEntities (D7): adds locations; any unknown or non-assignable key adds nothing. */
-export async function addSubjectLocations(
-  ctx: Pick<Context, 'db' | 'principal'>,
-  id: string,
-  keys: readonly string[],
-): Promise<SubjectRow> {
+export async function addSubjectLocations(ctx: WriteContext, id: string, keys: readonly string[]): Promise<SubjectRow> {
   const { principal } = ctx;
   requirePermission(principal, 'Create:SubjectLocation');
   return inTransaction(ctx.db, async (trx) => {
     const subject = await lockSubjectById(trx, principal.tenantId, id);
     if (!subject) throw new NotFoundError(NOT_FOUND);
     const errors = new ErrorCollector();
-    const ids = await resolveLocationKeys(trx, principal.tenantId, principal.configVersion, keys, 'keys', errors);
+    const ids = await resolveLocationKeys(ctx, trx, keys, 'keys', errors);
     errors.throwIfAny();
     await addLocations(trx, principal.tenantId, subject.id, ids);
     await bumpDataVersion(trx, principal.tenantId);
@@ -313,11 +376,7 @@ export async function addSubjectLocations(
 }
 
 /** DELETE .../structuralEntities?keys= (D7): removes those locations; keys not among them are ignored. */
-export async function removeSubjectLocations(
-  ctx: Pick<Context, 'db' | 'principal'>,
-  id: string,
-  keys: readonly string[],
-): Promise<SubjectRow> {
+export async function removeSubjectLocations(ctx: WriteContext, id: string, keys: readonly string[]): Promise<SubjectRow> {
   const { principal } = ctx;
   requirePermission(principal, 'Delete:SubjectLocation');
   return inTransaction(ctx.db, async (trx) => {

@@ -1,10 +1,10 @@
 import type { Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ValidationError } from '../../core/errors.js';
-import { hashSecret, verifySecret } from '../auth/secrets.js';
+import { hashSecret, verifySecret } from '../auth/index.js';
 import { type SecretBox, applyDataSources } from '../data/index.js';
-import { upsertStructuralEntity } from '../structural-entity/structural-entity.service.js';
-import { reindexSubjects } from '../subject/subject.service.js';
+import { upsertStructuralEntity } from '../structural-entity/index.js';
+import { reindexSubjects } from '../subject/index.js';
 import {
   type KnownKeys,
   type TenantConfig,

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { DATA_TYPES } from '../custom-field/custom-field.js';
+import { DATA_TYPES } from '../custom-field/index.js';
 import type { DataTypeName } from '../../db/tables.js';
 import { PERMISSIONS, SCOPES } from '../../core/permissions.js';
-import { isSecretHash } from '../auth/secrets.js';
-import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/invitation-mail.js';
+import { isSecretHash } from '../auth/index.js';
+import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/index.js';
 import { MAX_KEY_LENGTH, canonicalKeys, isBlank } from '../../core/input.js';
 
 const key = z

@@ -5,8 +5,8 @@ import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
 import { NotFoundError, ValidationError } from '../../core/errors.js';
 import type { PageArgs } from '../../db/paging.js';
-import { StructuralEntityRef } from '../structural-entity/structural-entity.schema.js';
-import { SubjectRef, subjectUuid } from '../subject/subject.schema.js';
+import { StructuralEntityRef } from '../structural-entity/index.js';
+import { SubjectRef, subjectUuid } from '../subject/index.js';
 import {
   type UserFilters,
   type UserOrder,

@@ -1,0 +1,18 @@
+// The structural-entity domain's door (D8): the hierarchy's GraphQL types, routes and what the
+// subject, user, data and tenant-apply domains read or write of it.
+export {
+  type StructureTypeWithFields,
+  findEntitiesByKeys,
+  findEntityIdsByKeys,
+  findStructureTypes,
+  shareLockEntitiesByKeys,
+} from './structural-entity.repository.js';
+export {
+  RestStructuralEntitySchema,
+  exampleHeadOffice,
+  exampleSalesNorth,
+  structuralEntityRoutes,
+  toRestEntity,
+} from './structural-entity.routes.js';
+export { StructuralEntityConnection, StructuralEntityRef, StructureTypeRef, entityOrder } from './structural-entity.schema.js';
+export { type StructureTypesCache, structureTypesCache, upsertStructuralEntity } from './structural-entity.service.js';

@@ -1,0 +1,27 @@
+// The subject domain's door: the Subject type and its list, routes, and what the user, data, portal and
+// tenant-apply domains read or write of subjects.
+export {
+  type SubjectConfig,
+  type SubjectFilters,
+  cachedSubjectConfig,
+  findSubjectId,
+  findSubjectIdsByFirstValue,
+  findSubjectsByIds,
+  isUuid,
+  loadSubjectConfig,
+  lockSubjectById,
+  subjectListQuery,
+  subjectsLocatedIn,
+} from './subject.repository.js';
+export { subjectRoutes } from './subject.routes.js';
+export { CustomFieldValueFilterInput, SubjectConnection, SubjectRef, subjectConfig, subjectUuid } from './subject.schema.js';
+export {
+  type SubjectCaches,
+  type SubjectListInput,
+  listSubjects,
+  reindexSubjects,
+  subjectCaches,
+  subjectFilters,
+  upsertSubject,
+} from './subject.service.js';
+export { firstText, matchingKeyOf, valueRows } from './subject-values.js';

@@ -1,0 +1,3 @@
+// The user domain's door (D9): its GraphQL types (registered on import) and routes.
+import './user.schema.js';
+export { userRoutes } from './user.routes.js';
