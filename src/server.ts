@@ -14,7 +14,7 @@ import { createAppServer } from './http/app-server.js';
 import { subjectCaches, upsertSubject } from './domains/subject/index.js';
 import { clientPrincipal, findClientByTenantKey, verifySecret } from './domains/auth/index.js';
 import { findDataPointsUrl } from './domains/data/index.js';
-import { hasTenants } from './domains/tenant-apply/index.js';
+import { hasTenants } from './domains/tenant/index.js';
 import { type RunningProvider, createReferenceProvider } from './provider/reference-provider.js';
 import { applyTenantFilePath, createLogger, openMigratedDatabase } from './app/runtime.js';
 

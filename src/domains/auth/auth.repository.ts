@@ -1,5 +1,5 @@
-import { sql } from 'kysely';
-import type { Db, SigningKey } from '../../db/tables.js';
+import { type Insertable, sql } from 'kysely';
+import type { ClientTable, Db, SigningKey } from '../../db/tables.js';
 import { preparedQuery } from '../../db/prepared.js';
 
 // Every authenticated request runs it: compiled once and prepared (issue 19).
@@ -69,5 +69,35 @@ export async function retireActiveKey(db: Db): Promise<void> {
     .updateTable('signing_key')
     .set({ retired_at: sql<Date>`now()` })
     .where('retired_at', 'is', null)
+    .execute();
+}
+
+/** A row of `table` as the tenant apply writes it: every column but the tenant's id, which the function adds. */
+type NewRow<T> = Omit<Insertable<T>, 'tenant_id'>;
+
+/** The stored secret hash of a client, if the client exists. */
+export async function findClientSecretHash(db: Db, tenantId: string, clientId: string): Promise<string | undefined> {
+  return (
+    await db
+      .selectFrom('client')
+      .select('secret_hash')
+      .where('tenant_id', '=', tenantId)
+      .where('client_id', '=', clientId)
+      .executeTakeFirst()
+  )?.secret_hash;
+}
+
+/** Inserts or updates a client of the tenant by its client id. */
+export async function upsertClient(db: Db, tenantId: string, c: NewRow<ClientTable>): Promise<void> {
+  await db
+    .insertInto('client')
+    .values({ tenant_id: tenantId, ...c })
+    .onConflict((oc) =>
+      oc.columns(['tenant_id', 'client_id']).doUpdateSet((eb) => ({
+        secret_hash: eb.ref('excluded.secret_hash'),
+        scopes: eb.ref('excluded.scopes'),
+        permissions: eb.ref('excluded.permissions'),
+      })),
+    )
     .execute();
 }

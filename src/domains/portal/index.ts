@@ -4,3 +4,4 @@ import './portal.schema.js';
 export { INVITATION_PLACEHOLDERS, unknownPlaceholders } from './invitation-mail.js';
 export { OutboxSender } from './outbox.sender.js';
 export { portalRoutes } from './portal.routes.js';
+export { type PortalPart, applyPortalConfig } from './portal.service.js';

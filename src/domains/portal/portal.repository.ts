@@ -1,5 +1,5 @@
-import { sql } from 'kysely';
-import type { Db, InviteMethod, PortalConfigRow, PortalUserRow } from '../../db/tables.js';
+import { type Insertable, sql } from 'kysely';
+import type { Db, InviteMethod, PortalConfigRow, PortalConfigTable, PortalUserRow } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 
 /** The tenant's portal block (D9: no row = the portal is not configured). */
@@ -130,4 +130,14 @@ export async function pagePortalUsers(
     sort,
     args,
   });
+}
+
+/** Inserts or overwrites the tenant's portal configuration. */
+export async function upsertPortalConfig(db: Db, tenantId: string, p: Omit<Insertable<PortalConfigTable>, 'tenant_id'>): Promise<void> {
+  const row = { tenant_id: tenantId, ...p };
+  await db
+    .insertInto('portal_config')
+    .values(row)
+    .onConflict((oc) => oc.column('tenant_id').doUpdateSet(row))
+    .execute();
 }

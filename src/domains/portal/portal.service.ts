@@ -15,6 +15,7 @@ import {
   insertPortalUser,
   loadPortalConfig,
   updatePortalUser,
+  upsertPortalConfig,
 } from './portal.repository.js';
 
 /** E-mails one call may name (as a page, D6). */
@@ -225,5 +226,37 @@ export async function removePortalAccess(
       removed.map((u) => u.id),
     );
     return removed.sort((a, b) => (a.email_key < b.email_key ? -1 : a.email_key > b.email_key ? 1 : 0));
+  });
+}
+
+/** A tenant file's portal block (D9); placeholders of the templates were checked with the file. */
+export interface PortalPart {
+  portal?:
+    | {
+        selfAccessEnabled: boolean;
+        thirdPartyAccessEnabled: boolean;
+        emailFieldKey?: string | undefined;
+        displayNameFieldKey?: string | undefined;
+        invitationFieldKeys: readonly string[];
+        invitationSubject?: string | undefined;
+        invitationText?: string | undefined;
+        invitationHtml?: string | undefined;
+      }
+    | undefined;
+}
+
+/** Writes a tenant's portal configuration in the tenant apply's transaction `trx`; no block leaves it as stored. */
+export async function applyPortalConfig(trx: Db, tenantId: string, part: PortalPart): Promise<void> {
+  const p = part.portal;
+  if (!p) return;
+  await upsertPortalConfig(trx, tenantId, {
+    self_access_enabled: p.selfAccessEnabled,
+    third_party_access_enabled: p.thirdPartyAccessEnabled,
+    email_field_key: p.emailFieldKey ?? null,
+    display_name_field_key: p.displayNameFieldKey ?? null,
+    invitation_field_keys: [...p.invitationFieldKeys],
+    invitation_subject: p.invitationSubject ?? null,
+    invitation_text: p.invitationText ?? null,
+    invitation_html: p.invitationHtml ?? null,
   });
 }

@@ -15,4 +15,11 @@ export {
   toRestEntity,
 } from './structural-entity.routes.js';
 export { StructuralEntityConnection, StructuralEntityRef, StructureTypeRef, entityOrder } from './structural-entity.schema.js';
-export { type StructureTypesCache, structureTypesCache, upsertStructuralEntity } from './structural-entity.service.js';
+export {
+  type StructuralEntitiesPart,
+  type StructureTypesCache,
+  type StructureTypesPart,
+  applyStructuralEntities,
+  applyStructureTypes,
+  structureTypesCache,
+} from './structural-entity.service.js';

@@ -1,4 +1,4 @@
-import { type SqlBool, sql } from 'kysely';
+import { type Insertable, type SqlBool, sql } from 'kysely';
 import { type FieldDef, jsonFieldSortExpr, sqlTypeOf } from '../custom-field/index.js';
 import {
   type DataTypeName,
@@ -7,6 +7,8 @@ import {
   type StructuralEntityRecord,
   type StructuralEntityRow,
   type StructureType,
+  type StructureTypeFieldTable,
+  type StructureTypeTable,
   qualified,
 } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../db/paging.js';
@@ -266,4 +268,80 @@ export async function moveSubtree(
 /** Serialises tree-shaping writes (creates under a parent, moves) of one tenant: paths stay consistent. */
 export async function lockTree(db: Db, tenantId: string): Promise<void> {
   await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`tree:${tenantId}`}, 0))`.execute(db);
+}
+
+/** A row of `table` as the tenant apply writes it: every column but the tenant's id, which the function adds. */
+type NewRow<T> = Omit<Insertable<T>, 'tenant_id'>;
+
+/** The stored custom fields of a structure type, with their data types. */
+export async function findStructureTypeFields(db: Db, tenantId: string, structureTypeKey: string) {
+  return db
+    .selectFrom('structure_type_field')
+    .select(['key', 'data_type'])
+    .where('tenant_id', '=', tenantId)
+    .where('structure_type_key', '=', structureTypeKey)
+    .execute();
+}
+
+/** Whether some entity of the structure type holds a value of the custom field. */
+export async function entitiesHoldCustomValue(db: Db, tenantId: string, structureTypeKey: string, fieldKey: string): Promise<boolean> {
+  const held = await db
+    .selectFrom('structural_entity')
+    .select('id')
+    .where('tenant_id', '=', tenantId)
+    .where('structure_type_key', '=', structureTypeKey)
+    .where(sql<SqlBool>`custom_values ? ${fieldKey}`)
+    .limit(1)
+    .execute();
+  return held.length > 0;
+}
+
+/** Inserts or updates a structure type by key. */
+export async function upsertStructureType(db: Db, tenantId: string, st: NewRow<StructureTypeTable>): Promise<void> {
+  await db
+    .insertInto('structure_type')
+    .values({ tenant_id: tenantId, ...st })
+    .onConflict((oc) =>
+      oc
+        .columns(['tenant_id', 'key'])
+        .doUpdateSet((eb) => ({ name: eb.ref('excluded.name'), subject_assignable: eb.ref('excluded.subject_assignable') })),
+    )
+    .execute();
+}
+
+/** Replaces the custom fields of a structure type by `fields` (one DELETE, one INSERT unless empty). */
+export async function replaceStructureTypeFields(
+  db: Db,
+  tenantId: string,
+  structureTypeKey: string,
+  fields: readonly Omit<NewRow<StructureTypeFieldTable>, 'structure_type_key'>[],
+): Promise<void> {
+  await db
+    .deleteFrom('structure_type_field')
+    .where('tenant_id', '=', tenantId)
+    .where('structure_type_key', '=', structureTypeKey)
+    .execute();
+  if (fields.length > 0) {
+    await db
+      .insertInto('structure_type_field')
+      .values(fields.map((f) => ({ tenant_id: tenantId, structure_type_key: structureTypeKey, ...f })))
+      .execute();
+  }
+}
+
+/** Removes, from every entity of the structure type, the custom values of fields not in `keepKeys`. */
+export async function pruneEntityCustomValues(
+  db: Db,
+  tenantId: string,
+  structureTypeKey: string,
+  keepKeys: readonly string[],
+): Promise<void> {
+  await db
+    .updateTable('structural_entity')
+    .set({
+      custom_values: sql`coalesce((SELECT jsonb_object_agg(k, v) FROM jsonb_each(custom_values) AS f(k, v) WHERE k = ANY(${keepKeys}::text[])), '{}'::jsonb)`,
+    })
+    .where('tenant_id', '=', tenantId)
+    .where('structure_type_key', '=', structureTypeKey)
+    .execute();
 }

@@ -1,22 +1,27 @@
 import { type FieldDef, type StoredValue, parseSentValues, reportUnknownUsers } from '../custom-field/index.js';
-import type { Db, StructuralEntityRecord, StructuralEntityRow } from '../../db/tables.js';
+import type { DataTypeName, Db, StructuralEntityRecord, StructuralEntityRow } from '../../db/tables.js';
 import { isUniqueViolation } from '../../db/faults.js';
 import { inTransaction } from '../../db/transaction.js';
-import { ConflictError, ErrorCollector } from '../../core/errors.js';
+import { ConflictError, ErrorCollector, ValidationError } from '../../core/errors.js';
 import type { Principal } from '../../core/permissions.js';
 import { MAX_KEY_LENGTH, MAX_NAME_LENGTH } from '../../core/input.js';
 import { bumpDataVersion, configVersionCache } from '../tenant/index.js';
 import {
   type StructureTypeWithFields,
+  entitiesHoldCustomValue,
   findEntitiesByKeys,
   findEntityRecordByKey,
+  findStructureTypeFields,
   findStructureTypes,
   hasLocatedSubjects,
   insertEntity,
   lockEntityByKey,
   lockTree,
   moveSubtree,
+  pruneEntityCustomValues,
+  replaceStructureTypeFields,
   updateEntity,
+  upsertStructureType,
 } from './structural-entity.repository.js';
 
 declare module '../../graphql/context.js' {
@@ -164,4 +169,116 @@ async function upsertInTransaction(db: Db, tenantId: string, input: UpsertEntity
   }
   const entity = (await findEntitiesByKeys(db, tenantId, [existing.key]))[0]!;
   return { entity, created: false };
+}
+
+/** A tenant file's structure types with their custom fields (D3, D8); a type's field list is its definition (P9). */
+export interface StructureTypesPart {
+  structureTypes: readonly {
+    key: string;
+    name: string;
+    subjectAssignable: boolean;
+    customFields: readonly { key: string; name: string; dataType: DataTypeName; type?: string | undefined; required: boolean }[];
+  }[];
+}
+
+/**
+ * Writes a tenant's structure types in the tenant apply's transaction `trx` and answers the problems found
+ * (paths from the tenant): a field whose entities hold values keeps its data type. Values of a field the
+ * file drops are removed, so a field re-added later under the same key starts empty.
+ */
+export async function applyStructureTypes(
+  trx: Db,
+  tenantId: string,
+  part: StructureTypesPart,
+): Promise<{ path: string; message: string }[]> {
+  const problems: { path: string; message: string }[] = [];
+  for (const [si, st] of part.structureTypes.entries()) {
+    const oldFields = await findStructureTypeFields(trx, tenantId, st.key);
+    for (const [fi, f] of st.customFields.entries()) {
+      const old = oldFields.find((o) => o.key === f.key);
+      if (old && old.data_type !== f.dataType && (await entitiesHoldCustomValue(trx, tenantId, st.key, f.key))) {
+        problems.push({
+          path: `structureTypes[${si}].customFields[${fi}].dataType`,
+          message: `entities hold values of '${f.key}': its data type cannot change`,
+        });
+      }
+    }
+    await upsertStructureType(trx, tenantId, { key: st.key, name: st.name, subject_assignable: st.subjectAssignable });
+    await replaceStructureTypeFields(
+      trx,
+      tenantId,
+      st.key,
+      st.customFields.map((f, i) => ({
+        key: f.key,
+        name: f.name,
+        data_type: f.dataType,
+        type_label: f.type ?? f.dataType,
+        required: f.required,
+        position: i,
+      })),
+    );
+    await pruneEntityCustomValues(
+      trx,
+      tenantId,
+      st.key,
+      st.customFields.map((f) => f.key),
+    );
+  }
+  return problems;
+}
+
+/** A tenant file's structural entities (D3, D8): each upserted as the API upserts one. */
+export interface StructuralEntitiesPart {
+  structuralEntities: readonly {
+    key: string;
+    displayName: string;
+    structureTypeKey: string;
+    parentKey?: string | null | undefined;
+    customFieldValues?: readonly { key: string; value?: unknown }[] | undefined;
+  }[];
+}
+
+/**
+ * Upserts a tenant's structural entities in the tenant apply's transaction `trx`, parents before children
+ * (the file has no cycles), with every rule of D8; answers the problems found (paths from the tenant).
+ */
+export async function applyStructuralEntities(
+  trx: Db,
+  tenantId: string,
+  part: StructuralEntitiesPart,
+): Promise<{ path: string; message: string }[]> {
+  const entities = part.structuralEntities;
+  const inFile = new Map(entities.map((e, i) => [e.key, i]));
+  const order: number[] = [];
+  const state = new Map<number, 'visiting' | 'done'>();
+  const visit = (i: number): void => {
+    if (state.has(i)) return;
+    state.set(i, 'visiting');
+    const parent = entities[i]!.parentKey;
+    if (parent && inFile.has(parent)) visit(inFile.get(parent)!);
+    state.set(i, 'done');
+    order.push(i);
+  };
+  entities.forEach((_, i) => visit(i));
+  const problems: { path: string; message: string }[] = [];
+  for (const i of order) {
+    const e = entities[i]!;
+    try {
+      await upsertStructuralEntity(
+        { db: trx, principal: { tenantId } },
+        {
+          key: e.key,
+          displayName: e.displayName,
+          structureTypeKey: e.structureTypeKey,
+          ...(e.parentKey !== undefined ? { parentKey: e.parentKey } : {}),
+          customFieldValues: e.customFieldValues ?? [],
+        },
+        { pathPrefix: `structuralEntities[${i}].` },
+      );
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      for (const [path, messages] of Object.entries(err.fieldErrors ?? {})) for (const m of messages) problems.push({ path, message: m });
+    }
+  }
+  return problems;
 }

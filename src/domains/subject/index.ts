@@ -17,11 +17,14 @@ export { subjectRoutes } from './subject.routes.js';
 export { CustomFieldValueFilterInput, SubjectConnection, SubjectRef, subjectConfig, subjectUuid } from './subject.schema.js';
 export {
   type SubjectCaches,
+  type SubjectFieldsPart,
+  type SubjectIndexSnapshot,
   type SubjectListInput,
+  applySubjectFields,
   listSubjects,
-  reindexSubjects,
   subjectCaches,
   subjectFilters,
+  subjectIndexSnapshot,
   upsertSubject,
 } from './subject.service.js';
 export { firstText, matchingKeyOf, valueRows } from './subject-values.js';

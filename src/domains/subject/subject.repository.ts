@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { type Expression, type SqlBool, sql } from 'kysely';
+import { type Expression, type Insertable, type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../custom-field/index.js';
 import {
   type Db,
@@ -8,6 +8,7 @@ import {
   type NewSubjectValue,
   SUBJECT_COLUMNS,
   type StructuralEntityRow,
+  type SubjectFieldTable,
   type SubjectRow,
   qualified,
 } from '../../db/tables.js';
@@ -606,4 +607,54 @@ export async function countSubjects(
   const n = Number(row.n);
   counts.set(`${tenantId}|${row.data_version}|${filterKey}`, n);
   return n;
+}
+
+/** A subject field as the tenant apply writes it. */
+export type SubjectFieldWrite = Omit<Insertable<SubjectFieldTable>, 'tenant_id'>;
+
+/** What subject indexing reads of a tenant: its fields (by key) and its matching and ExternalId fields. */
+export async function readSubjectIndexConfig(db: Db, tenantId: string) {
+  const fields = await db
+    .selectFrom('subject_field')
+    .select(['key', 'data_type', 'is_array'])
+    .where('tenant_id', '=', tenantId)
+    .orderBy('key')
+    .execute();
+  const tenant = await db
+    .selectFrom('tenant')
+    .select(['matching_field_keys', 'external_id_field_key'])
+    .where('id', '=', tenantId)
+    .executeTakeFirstOrThrow();
+  return { fields, tenant };
+}
+
+/** Whether some subject holds a (non-null) value of the field. */
+export async function subjectFieldHasValues(db: Db, tenantId: string, fieldKey: string): Promise<boolean> {
+  const r = await db
+    .selectFrom('subject_value')
+    .select('ordinal')
+    .where('tenant_id', '=', tenantId)
+    .where('field_key', '=', fieldKey)
+    .where('value_text', 'is not', null)
+    .limit(1)
+    .execute();
+  return r.length > 0;
+}
+
+/** Inserts or updates a subject field by key. */
+export async function upsertSubjectField(db: Db, tenantId: string, f: SubjectFieldWrite): Promise<void> {
+  await db
+    .insertInto('subject_field')
+    .values({ tenant_id: tenantId, ...f })
+    .onConflict((oc) =>
+      oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({
+        name: eb.ref('excluded.name'),
+        data_type: eb.ref('excluded.data_type'),
+        type_label: eb.ref('excluded.type_label'),
+        required: eb.ref('excluded.required'),
+        is_array: eb.ref('excluded.is_array'),
+        position: eb.ref('excluded.position'),
+      })),
+    )
+    .execute();
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createContextCache } from '@pothos/core';
 import { type StoredValue, parseSentValues, reportUnknownUsers } from '../custom-field/index.js';
-import type { Db, SubjectRow } from '../../db/tables.js';
+import type { DataTypeName, Db, SubjectRow } from '../../db/tables.js';
 import type { PageArgs } from '../../db/paging.js';
 import { isFault, isUniqueViolation } from '../../db/faults.js';
 import { inTransaction } from '../../db/transaction.js';
@@ -20,15 +20,18 @@ import {
   addLocations,
   loadSubjectConfig,
   pageSubjects,
+  readSubjectIndexConfig,
   subjectCounts,
   lockSubjectById,
   removeLocations,
   findSubjectSeen,
   findUpsertTarget,
   saveSubject,
+  subjectFieldHasValues,
   subjectValueRows,
   subjectsAfter,
   updateSubjectRow,
+  upsertSubjectField,
   writeSubjectValues,
 } from './subject.repository.js';
 
@@ -418,4 +421,69 @@ export async function reindexSubjects(ctx: { db: Db; principal: Pick<Principal, 
   }
   await bumpDataVersion(db, tenantId);
   return n;
+}
+
+/** What subject indexing depends on (field keys and types, matching fields, the ExternalId field), read before an apply. */
+export interface SubjectIndexSnapshot {
+  fields: Map<string, { key: string; data_type: DataTypeName; is_array: boolean }>;
+  signature: string;
+}
+
+/** The tenant's subject index configuration before the tenant apply writes (none for a new tenant). */
+export async function subjectIndexSnapshot(db: Db, tenantId: string | undefined): Promise<SubjectIndexSnapshot> {
+  if (!tenantId) return { fields: new Map(), signature: '' };
+  const { fields, tenant: t } = await readSubjectIndexConfig(db, tenantId);
+  return {
+    fields: new Map(fields.map((f) => [f.key, f])),
+    signature: JSON.stringify([fields, t.matching_field_keys, t.external_id_field_key]),
+  };
+}
+
+/** A tenant file's subject fields (D3, D7), in their order. */
+export interface SubjectFieldsPart {
+  subjectFields: readonly {
+    key: string;
+    name: string;
+    dataType: DataTypeName;
+    type?: string | undefined;
+    required: boolean;
+    isArray: boolean;
+  }[];
+}
+
+/**
+ * Writes a tenant's subject fields in the tenant apply's transaction `trx` and answers the problems found
+ * (paths from the tenant): a field holding values keeps its data type and isArray. Without problems, a
+ * changed index configuration (`before`, read before the tenant row was written) re-indexes every subject
+ * (P24); two subjects that would then share matching values throw a ConflictError.
+ */
+export async function applySubjectFields(
+  trx: Db,
+  tenantId: string,
+  part: SubjectFieldsPart,
+  before: SubjectIndexSnapshot,
+): Promise<{ path: string; message: string }[]> {
+  const problems: { path: string; message: string }[] = [];
+  for (const [i, f] of part.subjectFields.entries()) {
+    const was = before.fields.get(f.key);
+    if (was && (was.data_type !== f.dataType || was.is_array !== f.isArray) && (await subjectFieldHasValues(trx, tenantId, f.key))) {
+      problems.push({
+        path: `subjectFields[${i}].dataType`,
+        message: `subjects hold values of '${f.key}': its data type and isArray cannot change`,
+      });
+    }
+    await upsertSubjectField(trx, tenantId, {
+      key: f.key,
+      name: f.name,
+      data_type: f.dataType,
+      type_label: f.type ?? f.dataType,
+      required: f.required,
+      is_array: f.isArray,
+      position: i,
+    });
+  }
+  if (problems.length === 0 && (await subjectIndexSnapshot(trx, tenantId)).signature !== before.signature) {
+    await reindexSubjects({ db: trx, principal: { tenantId } });
+  }
+  return problems;
 }

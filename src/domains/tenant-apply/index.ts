@@ -1,3 +1,2 @@
 // The tenant-apply domain's door: applying a tenant configuration file.
 export { TenantConfigError, applyTenantFile, parseTenantFile, validateTenantFile } from './tenant-apply.service.js';
-export { hasTenants } from './tenant-apply.repository.js';

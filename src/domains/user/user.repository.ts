@@ -1,5 +1,5 @@
-import { type SqlBool, sql } from 'kysely';
-import type { AppUserRow, Db } from '../../db/tables.js';
+import { type Insertable, type SqlBool, sql } from 'kysely';
+import type { AppUserRow, AppUserTable, Db } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchesTerm } from '../../db/search.js';
 
@@ -104,4 +104,50 @@ export async function findEntityKeysOfGroups(db: Db, tenantId: string, groupKeys
     .where('g.group_key', 'in', groupKeys)
     .orderBy('e.key')
     .execute();
+}
+
+/** Inserts or updates a user by id (the tenant apply). */
+export async function upsertUser(db: Db, tenantId: string, u: Omit<Insertable<AppUserTable>, 'tenant_id'>): Promise<void> {
+  await db
+    .insertInto('app_user')
+    .values({ tenant_id: tenantId, ...u })
+    .onConflict((oc) =>
+      oc.columns(['tenant_id', 'id']).doUpdateSet((eb) => ({
+        display_name: eb.ref('excluded.display_name'),
+        email: eb.ref('excluded.email'),
+        active: eb.ref('excluded.active'),
+      })),
+    )
+    .execute();
+}
+
+/** Inserts or updates a group by key (the tenant apply). */
+export async function upsertGroup(db: Db, tenantId: string, g: { key: string; name: string }): Promise<void> {
+  await db
+    .insertInto('user_group')
+    .values({ tenant_id: tenantId, key: g.key, name: g.name })
+    .onConflict((oc) => oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({ name: eb.ref('excluded.name') })))
+    .execute();
+}
+
+/** Replaces the entities a group grants by `entityIds` (one DELETE, one INSERT unless empty). */
+export async function replaceGroupEntities(db: Db, tenantId: string, groupKey: string, entityIds: readonly string[]): Promise<void> {
+  await db.deleteFrom('user_group_structural_entity').where('tenant_id', '=', tenantId).where('group_key', '=', groupKey).execute();
+  if (entityIds.length > 0) {
+    await db
+      .insertInto('user_group_structural_entity')
+      .values(entityIds.map((id) => ({ tenant_id: tenantId, group_key: groupKey, structural_entity_id: id })))
+      .execute();
+  }
+}
+
+/** Replaces a user's group memberships by `groupKeys`, distinct (one DELETE, one INSERT unless empty). */
+export async function replaceUserGroups(db: Db, tenantId: string, userId: string, groupKeys: readonly string[]): Promise<void> {
+  await db.deleteFrom('app_user_group').where('tenant_id', '=', tenantId).where('user_id', '=', userId).execute();
+  if (groupKeys.length > 0) {
+    await db
+      .insertInto('app_user_group')
+      .values(groupKeys.map((k) => ({ tenant_id: tenantId, user_id: userId, group_key: k })))
+      .execute();
+  }
 }

@@ -1,0 +1,33 @@
+import type { Db } from '../../db/tables.js';
+import { findEntityIdsByKeys } from '../structural-entity/index.js';
+import { replaceGroupEntities, replaceUserGroups, upsertGroup, upsertUser } from './user.repository.js';
+
+/** A tenant file's users (D9). */
+export interface UsersPart {
+  users: readonly { id: string; displayName: string; email?: string | undefined; active: boolean; groupKeys: readonly string[] }[];
+}
+
+/** A tenant file's groups and the entities each grants (D9). */
+export interface GroupsPart extends UsersPart {
+  groups: readonly { key: string; name: string; structuralEntityKeys: readonly string[] }[];
+}
+
+/**
+ * Writes a tenant's users in the tenant apply's transaction `trx`, before its structural entities (an
+ * entity's UserIdentifier value may name a user of the file); their memberships come with the groups.
+ */
+export async function applyUsers(trx: Db, tenantId: string, part: UsersPart): Promise<void> {
+  for (const u of part.users) {
+    await upsertUser(trx, tenantId, { id: u.id, display_name: u.displayName, email: u.email ?? null, active: u.active });
+  }
+}
+
+/** Writes a tenant's groups, the entities each grants and the users' memberships, after its entities. */
+export async function applyGroups(trx: Db, tenantId: string, part: GroupsPart): Promise<void> {
+  for (const g of part.groups) {
+    await upsertGroup(trx, tenantId, { key: g.key, name: g.name });
+    const ids = g.structuralEntityKeys.length > 0 ? await findEntityIdsByKeys(trx, tenantId, g.structuralEntityKeys) : [];
+    await replaceGroupEntities(trx, tenantId, g.key, ids);
+  }
+  for (const u of part.users) await replaceUserGroups(trx, tenantId, u.id, [...new Set(u.groupKeys)]);
+}
