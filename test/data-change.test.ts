@@ -1,6 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, type ApiResponse, type TestApp, createTenant, expectProblem, expectValidation, startApp } from './helpers.js';
+import { SecretBox } from '../src/domains/data/index.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/tenant-apply.service.js';
+import {
+  ApiClient,
+  type ApiResponse,
+  type TestApp,
+  createTenant,
+  expectProblem,
+  expectValidation,
+  startApp,
+  tenantConfig,
+} from './helpers.js';
 import {
   type DataTenant,
   FakeProvider,
@@ -9,6 +20,7 @@ import {
   SUBJECTS_WITH_POINTS,
   createDataTenant,
   eventually,
+  providerDataSource,
 } from './fake-provider.js';
 
 // Change notifications from data providers (D4 who may send them, D10 what they do to the cache),
@@ -648,6 +660,29 @@ describe('D10: refresh data set', () => {
 });
 
 // ---------------------------------------------------------------------------------------------------------
+
+describe('P37: a tenant file that changes an extract', () => {
+  it('invalidates through the one invalidate: this instance re-fetches the cached sets at once, with the new options', async () => {
+    const { p, t } = await setup(2);
+    await read(t.api, 'steps', 2);
+    const mark = p.fetches('steps').length;
+    const options = { metric: 'steps', period: { days: 28 } };
+    await applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), {
+      tenants: [
+        tenantConfig({
+          key: t.tenant.key,
+          dataSources: [{ ...providerDataSource(p), inboundClientIds: ['provider', 'provider-2'] }],
+          dataExtracts: [{ key: 'steps', name: 'Steps per day', dataSourceKey: 'wearables', options }],
+        }),
+      ],
+    });
+    // No request reads it: the instance heard the invalidation and its sweep fetched the flagged sets
+    // (before, they waited for a read or the 30 s sweep).
+    const since = () => p.fetches('steps').slice(mark);
+    await eventually(() => since().flatMap((c) => c.body.SubjectIdentifiers).length >= 2);
+    for (const c of since()) expect(c.body.DataExtract).toEqual({ Key: 'steps', Options: options });
+  });
+});
 
 describe('data extract management over GraphQL', () => {
   // D4: Create:DataExtract, Edit:DataExtract, View:DataExtract. D10: new options drop the extract's cache.
