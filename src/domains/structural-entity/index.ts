@@ -14,12 +14,13 @@ export {
   structuralEntityRoutes,
   toRestEntity,
 } from './structural-entity.routes.js';
-export { StructuralEntityConnection, StructuralEntityRef, StructureTypeRef, entityOrder } from './structural-entity.schema.js';
+export { StructuralEntityConnection, StructuralEntityRef, StructureTypeRef } from './structural-entity.schema.js';
 export {
   type StructuralEntitiesPart,
   type StructureTypesCache,
   type StructureTypesPart,
   applyStructuralEntities,
   applyStructureTypes,
+  entityOrder,
   structureTypesCache,
 } from './structural-entity.service.js';

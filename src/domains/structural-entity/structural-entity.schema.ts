@@ -1,29 +1,11 @@
-import { createContextCache } from '@pothos/core';
 import { builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
-import {
-  CustomFieldRef,
-  CustomFieldValueInput,
-  CustomFieldValueRef,
-  type Scalar,
-  customFieldValues,
-  sortKeyOf,
-} from '../custom-field/index.js';
+import { CustomFieldRef, CustomFieldValueInput, CustomFieldValueRef, customFieldValues } from '../custom-field/index.js';
 import type { StructuralEntityRow } from '../../db/tables.js';
-import { ValidationError } from '../../core/errors.js';
-import type { PageArgs, SortKey } from '../../db/paging.js';
 import { requirePermission } from '../../core/permissions.js';
-import {
-  BUILT_IN_ENTITY_ORDERS,
-  type BuiltInEntityOrder,
-  type EntityFilters,
-  entitySortKey,
-  findEntitiesByKeys,
-  pageEntities,
-  structureFieldTypes,
-} from './structural-entity.repository.js';
-import { upsertStructuralEntity } from './structural-entity.service.js';
+import { findEntitiesByKeys } from './structural-entity.repository.js';
+import { listEntities, upsertStructuralEntity } from './structural-entity.service.js';
 
 export const StructureTypeRef = builder.loadableObject('StructureType', {
   load: async (keys: string[], ctx: Context) => {
@@ -75,63 +57,6 @@ StructuralEntityRef.implement({
     ),
   }),
 });
-
-/** How entities order by one OrderBy key (D6, P14): in SQL, and the same order over loaded rows. */
-export interface EntityOrder {
-  sort: SortKey;
-  /** Order-preserving text of a row's value (for paginateLoaded). */
-  memoryKey: (e: StructuralEntityRow) => string;
-}
-
-/** A built-in key's order over loaded rows, the same as its SQL order. */
-const BUILT_IN_MEMORY_KEY: Record<BuiltInEntityOrder, (e: StructuralEntityRow) => string> = {
-  Key: (e) => sortKeyOf('String', e.key),
-  DisplayName: (e) => sortKeyOf('String', e.display_name),
-  Depth: (e) => sortKeyOf('Integer', e.depth),
-  StructureTypeKey: (e) => sortKeyOf('String', e.structure_type_key),
-};
-
-async function resolveEntityOrder(ctx: Context, orderBy: string | null | undefined): Promise<EntityOrder> {
-  const builtIn = (name: BuiltInEntityOrder): EntityOrder => ({
-    sort: entitySortKey({ builtIn: name }),
-    memoryKey: BUILT_IN_MEMORY_KEY[name],
-  });
-  const name = orderBy ?? 'Key';
-  const exact = BUILT_IN_ENTITY_ORDERS.find((k) => k === name);
-  if (exact) return builtIn(exact);
-  const types = await structureFieldTypes(ctx.db, ctx.principal.tenantId, name);
-  if (types.length > 0) {
-    // A key with different data types in different structure types orders as text.
-    const type = types.length === 1 ? types[0]!.data_type : 'String';
-    return {
-      sort: entitySortKey({ field: name, dataType: type }),
-      memoryKey: (e) => {
-        const v = e.custom_values[name] as Scalar | Scalar[] | undefined;
-        return sortKeyOf(type, Array.isArray(v) ? v[0] : v);
-      },
-    };
-  }
-  const ci = BUILT_IN_ENTITY_ORDERS.find((k) => k.toLowerCase() === name.toLowerCase());
-  if (ci) return builtIn(ci);
-  throw ValidationError.at('orderBy', `Unknown OrderBy '${name}'. Use Key, DisplayName, Depth, StructureTypeKey or a custom field key.`);
-}
-
-const orderCache = createContextCache(() => new Map<string, Promise<EntityOrder>>());
-
-/** The entity ordering for an OrderBy key, resolved once per request (lists of many subjects reuse it). */
-export function entityOrder(ctx: Context, orderBy: string | null | undefined): Promise<EntityOrder> {
-  const cache = orderCache(ctx);
-  const key = orderBy ?? '';
-  let order = cache.get(key);
-  if (!order) cache.set(key, (order = resolveEntityOrder(ctx, orderBy)));
-  return order;
-}
-
-/** One page of entities: the list behind the root field, `children`, and REST's list. */
-export async function listEntities(ctx: Context, filters: EntityFilters, args: PageArgs) {
-  const { sort } = await entityOrder(ctx, args.orderBy);
-  return pageEntities(ctx.db, ctx.principal.tenantId, filters, sort, args);
-}
 
 builder.queryFields((t) => ({
   structuralEntities: t.connection(

@@ -3,18 +3,10 @@ import DataLoader from 'dataloader';
 import { type Types, builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
-import { NotFoundError, ValidationError } from '../../core/errors.js';
-import type { PageArgs } from '../../db/paging.js';
 import { StructuralEntityRef } from '../structural-entity/index.js';
-import { SubjectRef, subjectUuid } from '../subject/index.js';
-import {
-  type UserFilters,
-  type UserOrder,
-  findEntityKeysOfGroups,
-  findGroupsOfUsers,
-  findUsersByIds,
-  pageUsers,
-} from './user.repository.js';
+import { SubjectRef } from '../subject/index.js';
+import { findEntityKeysOfGroups, findGroupsOfUsers, findUsersByIds } from './user.repository.js';
+import { listUsers } from './user.service.js';
 
 interface Group {
   key: string;
@@ -66,28 +58,6 @@ export const UserRef = builder.loadableObject('User', {
 });
 
 const UserConnection = builder.connectionObject({ type: UserRef, name: 'UserConnection' });
-
-/** D9: by displayName (ordinal), ties by id; `Id` on request. */
-function userOrder(orderBy: string | null | undefined): UserOrder {
-  const name = (orderBy ?? 'DisplayName').toLowerCase();
-  if (name === 'displayname') return 'DisplayName';
-  if (name === 'id') return 'Id';
-  throw ValidationError.at('orderBy', `Unknown OrderBy '${orderBy}'. Use DisplayName or Id.`);
-}
-
-/** One page of users: behind `users`, `Subject.usersWithAccess` and REST's list (D9). */
-export async function listUsers(ctx: Context, input: UserFilters, args: PageArgs) {
-  const order = userOrder(args.orderBy);
-  const filters: UserFilters = { ...input };
-  if (input.withAccessToSubjectId) {
-    const subject = await SubjectRef.getDataloader(ctx)
-      .load(subjectUuid(input.withAccessToSubjectId))
-      .catch(() => null);
-    if (!subject) throw new NotFoundError('No subject has this id.');
-    filters.withAccessToSubjectId = subject.id;
-  }
-  return pageUsers(ctx.db, ctx.principal.tenantId, filters, order, args);
-}
 
 const userFilterArgs = (arg: ArgBuilder<Types>) => ({
   searchTerm: arg.string({ description: 'Case-insensitive, typo-tolerant, on the display name.' }),

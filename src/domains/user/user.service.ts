@@ -1,6 +1,40 @@
 import type { Db } from '../../db/tables.js';
+import { NotFoundError, ValidationError } from '../../core/errors.js';
+import type { PageArgs } from '../../db/paging.js';
+import type { Context } from '../../graphql/context.js';
 import { findEntityIdsByKeys } from '../structural-entity/index.js';
-import { replaceGroupEntities, replaceUserGroups, upsertGroup, upsertUser } from './user.repository.js';
+import { SubjectRef, subjectUuid } from '../subject/index.js';
+import {
+  type UserFilters,
+  type UserOrder,
+  pageUsers,
+  replaceGroupEntities,
+  replaceUserGroups,
+  upsertGroup,
+  upsertUser,
+} from './user.repository.js';
+
+/** D9: by displayName (ordinal), ties by id; `Id` on request. */
+function userOrder(orderBy: string | null | undefined): UserOrder {
+  const name = (orderBy ?? 'DisplayName').toLowerCase();
+  if (name === 'displayname') return 'DisplayName';
+  if (name === 'id') return 'Id';
+  throw ValidationError.at('orderBy', `Unknown OrderBy '${orderBy}'. Use DisplayName or Id.`);
+}
+
+/** One page of users: behind `users`, `Subject.usersWithAccess` and REST's list (D9). */
+export async function listUsers(ctx: Context, input: UserFilters, args: PageArgs) {
+  const order = userOrder(args.orderBy);
+  const filters: UserFilters = { ...input };
+  if (input.withAccessToSubjectId) {
+    const subject = await SubjectRef.getDataloader(ctx)
+      .load(subjectUuid(input.withAccessToSubjectId))
+      .catch(() => null);
+    if (!subject) throw new NotFoundError('No subject has this id.');
+    filters.withAccessToSubjectId = subject.id;
+  }
+  return pageUsers(ctx.db, ctx.principal.tenantId, filters, order, args);
+}
 
 /** A tenant file's users (D9). */
 export interface UsersPart {
