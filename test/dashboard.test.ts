@@ -34,6 +34,7 @@ describe('GET /dashboard over HTTP', () => {
     await app?.close();
   });
 
+  // P98: the page's script and styles are web/'s files, built into dist/web/, no inline code.
   it('serves the page with a token form, loading only its own assets, under a Content-Security-Policy', async () => {
     const res = await fetch(`${app.url}/dashboard`);
     expect(res.status).toBe(200);

@@ -1001,6 +1001,7 @@ describe('an answer asked again (P63)', () => {
     for (const a of answers) expect(a).toEqual(answers[0]);
   });
 
+  // P102: the peer is another app in this process, with an AggregateMemory of its own.
   it('is computed again after a change notification, on this instance and on another', async () => {
     const input = { structuralEntityKey: 'team-b' };
     expect((await ask(w.api, input)).aggregates).toEqual({ count: 3, subjectCount: 3, sumText: '13' });

@@ -662,6 +662,7 @@ describe('D10: refresh data set', () => {
 // ---------------------------------------------------------------------------------------------------------
 
 describe('P37: a tenant file that changes an extract', () => {
+  // P100: the tenant apply flags the extract through the one invalidate, as a change report does.
   it('invalidates through the one invalidate: this instance re-fetches the cached sets at once, with the new options', async () => {
     const { p, t } = await setup(2);
     await read(t.api, 'steps', 2);

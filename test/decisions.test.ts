@@ -50,13 +50,14 @@ describe('P2: unknown query parameters are ignored (D5)', () => {
 describe('P11: tenant keys are 1-64 letters, digits, dots, underscores and dashes (D3)', () => {
   // P11: the longest key with every allowed kind of character is applied, and travels in the token
   // request's form field and back in the token's claim (createTenant asks the token endpoint); any
-  // other key is refused by the file's validation, naming the key's path alone.
+  // other key (one starting with a dot, dash or underscore too) is refused by the file's validation, naming
+  // the key's path alone.
   it('applies a 64-character key of letters, digits, dots, underscores and dashes, and refuses any other', async () => {
     const key = `Ab9.x_y-${'k'.repeat(56)}`;
     expect(key).toHaveLength(64);
     ok(await (await (await createTenant(app, { key })).client()).get(ENTITY));
 
-    for (const bad of ['', 'k'.repeat(65), 'acme corp', 'acme/corp', 'acme:corp', 'acmé']) {
+    for (const bad of ['', 'k'.repeat(65), 'acme corp', 'acme/corp', 'acme:corp', 'acmé', '.acme', '-acme', '_acme']) {
       const err = await createTenant(app, { key: bad }).then(
         () => undefined,
         (e: unknown) => e,

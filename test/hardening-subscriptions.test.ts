@@ -32,6 +32,7 @@ afterAll(async () => {
 });
 
 describe('a change report that flags more extracts than MAX_PENDING_BURSTS (over SSE)', () => {
+  // P101: one report is one invalidate call, so one burst however many extracts it flags.
   it('reaches a prompt reader whole, report after report, and the stream stays open', async () => {
     expect(EXTRACTS).toBeGreaterThan(MAX_PENDING_BURSTS);
     const reader = new Subscriber(app.url, await t.tenant.token(), SUBSCRIPTION);

@@ -43,7 +43,7 @@ describe('GET /metrics', () => {
     expect(m.text).toMatch(/db_pool_connections\{state="total"\} \d+/);
     expect(m.text).toMatch(/process_cpu_user_seconds_total/);
     expect(m.text).toMatch(/nodejs_heap_size_used_bytes/);
-    // Issue 15: admission per tenant; the tenant appears in no other series. No client labels, no token.
+    // P103 (no token), P52: admission per tenant; the tenant appears in no other series. No client labels.
     expect(m.text).toMatch(new RegExp(`admission_requests_total\\{tenant="${tenant.key}",outcome="admitted"\\} [1-9]`));
     const withTenant = m.text.split('\n').filter((l) => l.includes(tenant.key));
     expect(withTenant.every((l) => /^admission_\w+\{/.test(l))).toBe(true);

@@ -59,6 +59,7 @@ async function statementsFor(first: number): Promise<{ statements: number; subje
 }
 
 describe('query count (D11, issue 8)', () => {
+  // P96: the structure types, subject configuration and TotalCounts come from the app's caches (ctx).
   it('loads 100 subjects with their structural entities in three statements, whatever the page size', async () => {
     // The first request also counts TotalCount for this filter and loads the tenant's structure types,
     // both cached afterwards (the count per data version, the types per configuration version).

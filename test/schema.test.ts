@@ -33,6 +33,7 @@ beforeAll(async () => {
 afterAll(() => app?.close());
 
 describe('checked-in artefacts', () => {
+  // P95: the schema is what each domain's door registers.
   it('schema.graphql is the printed Pothos schema (run `npm run schema` when this fails)', async () => {
     const onDisk = await readFile(path.join(root, 'schema.graphql'), 'utf8');
     expect(onDisk).toBe(printedSchema());

@@ -222,6 +222,7 @@ describe('D3 applying is idempotent', () => {
   });
 });
 
+// P99: each domain's apply reports problems relative to the tenant; the tenant apply prefixes tenants[i].
 describe('D3 an invalid file changes nothing and names the JSON path of each problem', () => {
   type Case = [string, (t: TenantDoc) => unknown, string];
   const cases: Case[] = [
