@@ -32,7 +32,7 @@ const envSchema = z
     /** PostgreSQL only: how long start-up waits for the database (retrying with backoff) before it gives up. */
     STARTUP_TIMEOUT_MS: z.coerce.number().int().min(0).default(120_000),
     /**
-     * Admission control (issue 15): units of database work one instance runs at once (default: the pool
+     * Admission control (P52): units of database work one instance runs at once (default: the pool
      * size); a tenant, and a client, may hold at most this share of them; requests past that wait, fairly
      * across tenants, in a queue of at most ADMISSION_QUEUE_LIMIT per tenant for at most
      * ADMISSION_QUEUE_TIMEOUT_MS, else 429 with Retry-After.
@@ -48,7 +48,7 @@ const envSchema = z
     RATE_LIMIT_REQUESTS: z.coerce.number().int().min(0).default(0),
     RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).default(60),
     /**
-     * The token endpoint's client-secret verifications (scrypt) run at once per instance (issue 30, F11;
+     * The token endpoint's client-secret verifications (scrypt) run at once per instance (P80;
      * default: half the cores, at most 2); TOKEN_VERIFY_QUEUE_LIMIT more may wait, past that 503.
      */
     TOKEN_VERIFY_CONCURRENCY: z.coerce.number().int().min(1).max(64).optional(),
@@ -94,7 +94,7 @@ const envSchema = z
      */
     HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(65_000),
     /**
-     * How long output written to a client may wait to be taken (issue 30, F1): a response or stream part
+     * How long output written to a client may wait to be taken (P78): a response or stream part
      * not drained within it ends the connection; 0: no deadline.
      */
     RESPONSE_WRITE_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),

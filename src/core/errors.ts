@@ -17,7 +17,7 @@ export type ErrorCode =
   | 'TOO_MANY_REQUESTS'
   | 'SERVICE_UNAVAILABLE'
   | 'CLIENT_CLOSED_REQUEST'
-  /** A live subscription ended because its client fell too far behind (issue 17). */
+  /** A live subscription ended because its client fell too far behind (P55). */
   | 'SLOW_CONSUMER'
   | 'INTERNAL_SERVER_ERROR';
 
@@ -93,7 +93,7 @@ export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
 
 /**
  * The database cannot serve the request now (refused, dropped, starting up, shutting down, no pool
- * connection in time, or a statement cancelled by its time limit): 503 with Retry-After (issue 15).
+ * connection in time, or a statement cancelled by its time limit): 503 with Retry-After (P50).
  */
 export class ServiceUnavailableError extends AppError {
   /** @param cause the driver's error, for logs only (never in an answer). */
@@ -103,7 +103,7 @@ export class ServiceUnavailableError extends AppError {
   }
 }
 
-/** Over this tenant's or client's share of the instance (admission control, issue 15): 429 with Retry-After. */
+/** Over this tenant's or client's share of the instance (admission control, P52): 429 with Retry-After. */
 export class TooManyRequestsError extends AppError {
   constructor(message: string, headers: Record<string, string>) {
     super(429, 'TOO_MANY_REQUESTS', message, { headers });

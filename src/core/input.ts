@@ -27,7 +27,7 @@ export function canonicalKeys(value: unknown, schema: z.ZodType): unknown {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
       const name = names.get(k.toLowerCase()) ?? k;
-      // Own properties only: a request's `constructor` or `__proto__` is a name like any other (issue 9).
+      // Own properties only: a request's `constructor` or `__proto__` is a name like any other (P47).
       setOwn(out, name, Object.hasOwn(d.shape, name) ? canonicalKeys(v, d.shape[name]!) : v);
     }
     return out;
@@ -49,7 +49,7 @@ export const MAX_TEXT_LENGTH = 65_536;
 
 /**
  * The first place where a request value nests deeper than MAX_BODY_NESTING, or holds a list longer than
- * MAX_LIST_ITEMS or a text longer than MAX_TEXT_LENGTH; found without recursion (issue 9).
+ * MAX_LIST_ITEMS or a text longer than MAX_TEXT_LENGTH; found without recursion (P47).
  */
 export function boundsProblem(value: unknown): { at: string; message: string } | undefined {
   const stack: [unknown, string, number][] = [[value, '', 0]];
@@ -73,7 +73,7 @@ export function boundsProblem(value: unknown): { at: string; message: string } |
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/** What is wrong with a text for PostgreSQL, if anything: U+0000 (P3), or a lone UTF-16 surrogate (issue 9). */
+/** What is wrong with a text for PostgreSQL, if anything: U+0000 (P3), or a lone UTF-16 surrogate (P47). */
 export function textProblem(s: string): string | undefined {
   if (s.includes('\u0000')) return 'Must not contain the NUL character (U+0000).';
   if (LONE_SURROGATE.test(s)) return 'Must be well-formed Unicode (no lone surrogate).';

@@ -6,7 +6,7 @@ import type { Db } from './tables.js';
 const ANALYZE_LOCK = 0x5dd1a;
 
 /**
- * Analyzes a table soon after many of its rows were written (issue 30, F8; P89). PostgreSQL counts the
+ * Analyzes a table soon after many of its rows were written (P89). PostgreSQL counts the
  * rows written to each table since its last ANALYZE (`n_mod_since_analyze`); its autovacuum acts on
  * that count only after up to a minute (`autovacuum_naptime`), and until then a table bulk-written from
  * nearly empty is planned as if it were still small, a plan that can take minutes instead of

@@ -55,9 +55,9 @@ function logOption(opts: Pick<DatabaseOptions, 'onQuery'>) {
 /**
  * Binds `x IN (a, b, …)` over a list of values as `x = ANY($1)` with one array parameter (`NOT IN` as
  * `<> ALL`). PostgreSQL's wire protocol caps a statement at 65,535 parameters: a request naming tens of
- * thousands of keys, or a large loader batch, must not fail at the protocol (issue 9). Every query of the
+ * thousands of keys, or a large loader batch, must not fail at the protocol (P47). Every query of the
  * service is compiled here, so no call site can forget it. Done while compiling, not by a plugin: a
- * plugin's transformer copies every query's whole tree first (issue 19: 3.5% of a list request's CPU).
+ * plugin's transformer copies every query's whole tree first (measured: 3.5% of a list request's CPU).
  */
 class ServiceQueryCompiler extends PostgresQueryCompiler {
   protected override visitBinaryOperation(node: BinaryOperationNode): void {
@@ -84,7 +84,7 @@ const TRANSACTION_START = /^\s*(begin|start\s+transaction)\b/i;
 const TRANSACTION_END = /^\s*(commit|rollback|end|abort)\s*$/i;
 
 /**
- * The pool as Kysely sees it (issue 15): driver errors leave as the service's expected errors (an
+ * The pool as Kysely sees it (P50): driver errors leave as the service's expected errors (an
  * unavailable database is a ServiceUnavailableError, 503), and a failed statement runs again as its
  * fault's retry class says (faults.ts): a read-only statement outside a transaction whose connection died
  * under it (a terminated backend, a restart) once more on a fresh connection; a write, or anything inside
@@ -181,7 +181,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
   await fs.mkdir(opts.dataDir, { recursive: true });
   const release = await lockDataDir(opts.dataDir);
   try {
-    // Imported only here: an instance on PostgreSQL does not carry the embedded database's code (issue 19).
+    // Imported only here: an instance on PostgreSQL does not carry the embedded database's code (P66).
     const [{ PGlite }, { pg_trgm }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite/contrib/pg_trgm')]);
     const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm } });
     const handle = await wrapPglite(pglite, opts);
@@ -250,8 +250,8 @@ export const TURN_BUDGET_MS = 4;
  * PGlite executes a statement synchronously on this thread, and its one connection passes to the next
  * waiting statement in a microtask; a response's end admits the tenant's next request in a microtask too.
  * So a backlog of one tenant's searches ran back to back in one turn of the event loop (300 ms under 50
- * concurrent searches), and a request that arrived meanwhile was not even read until it was done (issue
- * 15). Once the statements that ended in this turn have held it TURN_BUDGET_MS, counted from when the
+ * concurrent searches), and a request that arrived meanwhile was not even read until it was done
+ * (P67). Once the statements that ended in this turn have held it TURN_BUDGET_MS, counted from when the
  * first of them got the connection (pg-pool's 'acquire'), the event loop turns before the next one:
  * requests are read, and queue their statements, in between. Cheap statements in a row (a request's
  * principal, then its page) stay in one turn: a turn after each one let the other tenant's work in

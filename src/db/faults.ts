@@ -9,7 +9,7 @@ import { AppError, ServiceUnavailableError } from '../core/errors.js';
 
 /** What a fault stands for, when no caller handles it. */
 export type FaultAnswer =
-  /** The database is away or going (issue 15): 503 with Retry-After; start-up waits for it. */
+  /** The database is away or going (P50): 503 with Retry-After; start-up waits for it. */
   | 'unavailable'
   /** A statement ran past DATABASE_STATEMENT_TIMEOUT_MS and was cancelled: 503. */
   | 'cancelled'
@@ -155,7 +155,7 @@ export function isUniqueViolation(e: unknown, constraint?: string): boolean {
   return isFault(e, 'unique-violation', constraint);
 }
 
-/** Whether an error means the database is unavailable rather than that the request was wrong or the service is broken (issue 15). */
+/** Whether an error means the database is unavailable rather than that the request was wrong or the service is broken (P50). */
 export function isDatabaseUnavailable(e: unknown): boolean {
   return e instanceof ServiceUnavailableError || faultOf(e)?.answer === 'unavailable';
 }

@@ -189,7 +189,7 @@ export interface PaginateOptions<Row> {
   /**
    * The same rows as `query` with fewer joins, for the EXISTS probes beyond a page's edge: the sort's
    * `value` and `id` must resolve in it. A probe inside the page statement is planned with it, and a
-   * one-table probe plans in a fraction of a join's time (issue 8: a deep page then costs page 1).
+   * one-table probe plans in a fraction of a join's time (P48: a deep page then costs page 1).
    */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as `query`
   probeQuery?: SelectQueryBuilder<any, any, any>;
@@ -198,7 +198,7 @@ export interface PaginateOptions<Row> {
 }
 
 /**
- * An edge whose cursor is encoded when first read: GraphQL selections often leave it out (issue 8). A
+ * An edge whose cursor is encoded when first read: GraphQL selections often leave it out (P48). A
  * class, not an object literal with a getter: each such literal got a hidden class of its own, which
  * kept its row alive through scavenges (P74).
  */
@@ -253,7 +253,7 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   let q = opts.query.select([sql<string | null>`cast(${sort.value} as text)`.as('__sv'), sql<string>`cast(${sort.id} as text)`.as('__id')]);
   // Whether anything lies behind the cursor the page starts from (a deep page's hasPreviousPage, or
   // hasNextPage paging back): an uncorrelated EXISTS in the page's own statement, evaluated once, so a
-  // deep page costs one round trip like the first (issue 8).
+  // deep page costs one round trip like the first (P48).
   const edgeCursor = !fromEnd ? after : before;
   if (edgeCursor) q = q.select((eb) => eb.exists(probe(!fromEnd ? notAhead(edgeCursor) : notBehind(edgeCursor))).as('__edge'));
   if (after) q = q.where(ahead(after, true));

@@ -31,7 +31,7 @@ interface Template<R> {
 
 /**
  * Statements whose SQL depends only on their `shape`, one of a few fixed variants (an insert or an
- * update, with or without locations), each built and compiled by Kysely once (issue 19: building and
+ * update, with or without locations), each built and compiled by Kysely once (P75: building and
  * compiling a statement on every call was a tenth of a subject write's CPU). `build` is called once per
  * shape with placeholders for its parameters, each of which it must bind as a value: never read it,
  * fold it into the SQL text or let it choose the SQL (the shape does that). A parameter the shape does

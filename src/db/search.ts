@@ -4,7 +4,7 @@ import { ValidationError } from '../core/errors.js';
 // The search rule of D7 (subjects) and D8 (structural entities), in one place.
 
 /**
- * Longest search term (issue 9): trigram matching costs grow with the term, and nobody types more. Checked
+ * Longest search term (P22, P47): trigram matching costs grow with the term, and nobody types more. Checked
  * here, where every list's search goes through, so REST and GraphQL lists share the bound.
  */
 export const MAX_SEARCH_TERM = 200;

@@ -16,7 +16,7 @@ builder.globalConnectionField('totalCount', (t) =>
  */
 export function pageComplexity(args: { first?: number | null; last?: number | null; searchTerm?: string | null }) {
   const size = Number(args.first ?? args.last ?? DEFAULT_PAGE_SIZE);
-  // A search scans trigram matches and scores them: one costs like a large page (issue 9: hundreds of
+  // A search scans trigram matches and scores them: one costs like a large page (P47: hundreds of
   // aliased searches in one request must be refused before they run, not block the process).
   return {
     field: args.searchTerm ? SEARCH_COST : 1,

@@ -47,7 +47,7 @@ const streamDirective = new GraphQLDirective({
 export const schemaDirectives = [...specifiedDirectives, deferDirective, streamDirective];
 
 // The rules of their use that the executor would otherwise enforce by failing (a masked internal error,
-// issue 30, F5) or not at all (an incremental directive in a subscription opened a stream, F12): request
+// P93) or not at all (an incremental directive in a subscription opened a stream): request
 // errors at validation. What a literal says is checked once per document (incrementalDeliveryRule); what
 // a variable says, per request with its values (incrementalDeliveryVariablesRule).
 

@@ -54,7 +54,7 @@ interface TenantState {
 const ACTIVE_MS = 1_000;
 
 /**
- * Admission control in front of the database work (issue 15). A request holds `weight` units (an
+ * Admission control in front of the database work (P52). A request holds `weight` units (an
  * expensive read, such as a search or a large GraphQL page, holds more) while it runs; the instance runs
  * at most `capacity` units, a tenant at most its share of them, a client at most its share. A request
  * that does not fit waits in its tenant's queue; freed units go to the waiting tenants in turn (round
@@ -95,8 +95,8 @@ export class Admission {
   }
 
   /**
-   * The check made as soon as the token is verified, before any database work for the request (issue
-   * 15): the client's rate limit, and a tenant whose queue is already full is refused here, so a flood
+   * The check made as soon as the token is verified, before any database work for the request
+   * (P52): the client's rate limit, and a tenant whose queue is already full is refused here, so a flood
    * of refused requests costs no statement. Rejects with a 429 AppError.
    */
   async gate(who: Requester, res: ResponseLike): Promise<void> {
@@ -111,7 +111,7 @@ export class Admission {
   /**
    * Admits one request of `cost` (the D11 cost rule's measure of the operation) once its input is
    * validated. Resolves with the function that gives the units back: the caller calls it once the answer
-   * is produced (its execution done), so a client reading slowly holds none of them (issue 30, F1); the
+   * is produced (its execution done), so a client reading slowly holds none of them (P77); the
    * response's close gives them back too, if it comes first. A client that goes away while waiting leaves
    * the queue. Rejects with a 429 or 503 AppError. The one entry for REST and GraphQL alike.
    */
@@ -120,7 +120,7 @@ export class Admission {
     // taken for it would never be given back.
     if (res.closed) throw new ClientClosedError();
     // Not an AbortController: every response closes, and abort() builds a DOMException and dispatches an
-    // event (issue 19: a REST list request took 1.43–1.57 ms of CPU with it, 1.20–1.32 without).
+    // event (measured: a REST list request took 1.43–1.57 ms of CPU with it, 1.20–1.32 without).
     let gone = false;
     let leave: (() => void) | undefined;
     let release: (() => void) | undefined;
@@ -261,7 +261,7 @@ export class Admission {
   }
 
   /**
-   * Gives the units back. Pacing (issue 15): an expensive request (more than one unit) that ran for d ms
+   * Gives the units back. Pacing (P52): an expensive request (more than one unit) that ran for d ms
    * while other tenants were active, its tenant having more requests waiting, makes the tenant's next
    * expensive request wait d·(1 − share)/share ms,
    * so a tenant with a backlog of heavy work holds the instance at most its share of the time and the

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { type Response, Router } from 'express';
 import { tokenFormPage, webFile } from './web-files.js';
 
-// Issue 17: the demo dashboard at GET /dashboard (outside production, like GraphiQL). One page over the
+// The demo dashboard at GET /dashboard (README "Quick start"; outside production, like GraphiQL). One page over the
 // public GraphQL API only, so it doubles as the example a dashboard builder copies: a token form (client
 // credentials, as GraphiQL's), an extract's daily aggregate for a structural entity charted with one
 // series per child entity (`dataPointAggregates`, uPlot), the entity's subjects with their latest values

@@ -99,7 +99,7 @@ function requestErrorOf(err: unknown): AppError | undefined {
   return undefined;
 }
 
-/** Codes of an operation the service refused as a whole (issue 15): it answers with their status and Retry-After. */
+/** Codes of an operation the service refused as a whole (P50, P52): it answers with their status and Retry-After. */
 export function isRefusal(code: unknown): boolean {
   return code === 'SERVICE_UNAVAILABLE' || code === 'TOO_MANY_REQUESTS';
 }
@@ -149,7 +149,7 @@ export function graphqlErrorBody(e: AppError): { errors: GraphQLError[] } {
 export type FailureLogLevel = 'info' | 'warn' | 'error';
 
 /**
- * The level a response of this status is logged at (issue 30): `error` only when the service itself is
+ * The level a response of this status is logged at (P94): `error` only when the service itself is
  * wrong (500); an unavailable database or provider (502, 503, 504) `warn`; a client's mistake `info`.
  */
 export function statusLogLevel(status: number): FailureLogLevel {

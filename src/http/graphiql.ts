@@ -59,7 +59,7 @@ export function graphiqlOptions({ enabled, demoDefaults }: { enabled: boolean; d
   return {
     graphiql: { title: TITLE, defaultQuery: EXAMPLE_QUERY },
     // Imported on the first page view: the renderer holds GraphiQL's whole bundle (about 50 MB resident),
-    // which an instance that never serves the page should not carry (issue 8).
+    // which an instance that never serves the page should not carry (P66: loading less helps at rest).
     renderGraphiQL: (options) => {
       const key = JSON.stringify(options);
       let page = pages.get(key);

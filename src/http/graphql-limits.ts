@@ -29,7 +29,7 @@ const CLOSE = new Set<string>([TokenKind.BRACE_R, TokenKind.PAREN_R, TokenKind.B
 /**
  * Parses with bounds checked first by the lexer, which is iterative: graphql-js's parser recurses per
  * nesting level, so a document nested a few thousand levels would exhaust the stack before any depth
- * rule ran (issue 9). Too long or too deep is a GraphQL error with a code, never a crash.
+ * rule ran (P47). Too long or too deep is a GraphQL error with a code, never a crash.
  */
 export function boundedParse(source: string | Source) {
   const src = typeof source === 'string' ? new Source(source) : source;
@@ -60,7 +60,7 @@ export const boundedParser: Plugin = {
 
 /**
  * Variables nested too deeply, or holding a lone surrogate (which the database driver would silently
- * replace): refused before execution, naming the variable's path (issue 9). U+0000 stays a field error
+ * replace): refused before execution, naming the variable's path (P47). U+0000 stays a field error
  * (P3), raised where the argument is used.
  */
 function variablesProblem(variables: unknown): string | undefined {
@@ -93,7 +93,7 @@ function badRequest(res: Response, message: string) {
 }
 
 /**
- * Request-level checks before Yoga (issue 9): a JSON body is read with the service's MAX_BODY_BYTES (413
+ * Request-level checks before Yoga (P47): a JSON body is read with the service's MAX_BODY_BYTES (413
  * like REST; Yoga's own limit is 25 MB), and GET's `variables`/`extensions` must be JSON objects.
  */
 export function graphqlRequestLimits(maxBodyBytes: number) {
@@ -142,7 +142,7 @@ export function graphqlRequestLimits(maxBodyBytes: number) {
  * D11: depth, cost and breadth (total selections, e.g. aliased fan-out) limits, checked during validation (before execution) with the request's variables,
  * so `first: $n` costs what `first: 1000` does. The cost model is the builder's `fieldComplexity`.
  *
- * Validation is split (issue 8): the rules that read only the document (graphql-js's, the introspection
+ * Validation is split (P48): the rules that read only the document (graphql-js's, the introspection
  * fan-out, the literals of @defer/@stream) run once per parsed document, remembered by the DocumentNode
  * that Yoga's parse cache hands out for the same text; only the rules that read the variables (the cost,
  * @defer/@stream arguments given as variables) run per request.
@@ -187,7 +187,7 @@ export function queryLimits(maxDepth: number, maxCost: number, maxBreadth: numbe
           const errors = validate(schema, document, [limits, incrementalDeliveryVariablesRule(variableValues, operationName)], options);
           return { cost, errors };
         });
-        // The operation's cost also weighs it at admission (issue 15).
+        // The operation's cost also weighs it at admission (P52).
         (context as { cost?: number }).cost = cost;
         return errors;
       });
@@ -202,7 +202,7 @@ const MAX_VARIABLE_SETS = 64;
 
 /**
  * A result computed from a document, its operation name and its variables only (the D11 cost of an
- * operation: a full traversal of the document, issue 19), remembered per document for the variable sets
+ * operation: a full traversal of the document, P48), remembered per document for the variable sets
  * clients repeat, when `keep` says so. Documents are Yoga's cached parses (the same object for the same
  * text), so the map ends with them.
  */

@@ -47,7 +47,7 @@ function observeCollections(): void {
 const MAX_OPERATION_NAMES = 200;
 
 /**
- * The service's Prometheus metrics (issue 10): HTTP requests by route template and status, GraphQL
+ * The service's Prometheus metrics (P103): HTTP requests by route template and status, GraphQL
  * operations by name and outcome, database pool use, admission per tenant, data sources' circuits, and
  * the process defaults. One registry per app, so several apps in one process (tests) do not collide. No
  * client labels (clients choose operation names, and there may be many); tenant labels only where

@@ -6,7 +6,7 @@ export type CutKind = 'answer' | 'stream';
 const STREAM_TYPES = /^(?:text\/event-stream|multipart\/)/i;
 
 /**
- * Gives every response of an app a write deadline (issue 30, F1): output that the client has not taken
+ * Gives every response of an app a write deadline (P78): output that the client has not taken
  * within `ms` of being written (a write left above the buffer's high-water mark not drained, an ended
  * response not finished) ends the connection, and `onCut` is told. A client reading slowly then holds the
  * answer's memory for at most `ms`, and a stream whose reader stopped draining is cut rather than holding

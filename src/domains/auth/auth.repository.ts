@@ -2,7 +2,7 @@ import { type Insertable, sql } from 'kysely';
 import type { ClientTable, Db, SigningKey } from '../../db/tables.js';
 import { preparedQuery } from '../../db/prepared.js';
 
-// Every authenticated request runs it: compiled once and prepared (issue 19).
+// Every authenticated request runs it: compiled once and prepared (P71).
 const clientByTenantKey = preparedQuery(
   (db: Db, tenantKey: string, clientId: string) =>
     db

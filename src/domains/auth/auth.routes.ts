@@ -43,7 +43,7 @@ function clientCredentials(req: Request, form: Record<string, unknown>): { id: s
   return undefined;
 }
 
-/** `/connect/token` (D4) and the discovery documents; `clientAuth` bounds what failed attempts cost (issue 30, F11). */
+/** `/connect/token` (D4) and the discovery documents; `clientAuth` bounds what failed attempts cost (P80–P82). */
 export function authRoutes(db: Db, tokens: TokenService, maxBodyBytes: number, clientAuth: ClientAuthOptions): Router {
   const router = Router();
   const authenticator = new ClientAuthenticator(clientAuth);

@@ -15,7 +15,7 @@ export interface TokenHolder {
 
 /**
  * Runs between the token's verification and the first database read for the request: it may refuse
- * (an AppError), so a request the service will not serve costs no database work (issue 15: admission).
+ * (an AppError), so a request the service will not serve costs no database work (P52).
  */
 export type Gate = (holder: TokenHolder, res: Response) => void | Promise<void>;
 

@@ -185,7 +185,7 @@ class FailureCounter {
 
 /**
  * Client authentication at the token endpoint that a flood of wrong secrets cannot turn into CPU burn
- * (issue 30, F11; P80–P82): a secret verified once is recognised by a keyed digest without hashing again,
+ * (P80–P82): a secret verified once is recognised by a keyed digest without hashing again,
  * failed attempts are throttled per (client, address) and per address before any hashing, and the
  * hashing itself runs in a small pool with a bounded queue. One per app: nothing here is module state.
  */

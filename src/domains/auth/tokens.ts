@@ -45,7 +45,7 @@ export class TokenService {
   private keySet: ReturnType<typeof createLocalJWKSet> | undefined;
   private keysLoadedAt = 0;
   private readonly remote: ReturnType<typeof createRemoteJWKSet> | undefined;
-  // Verified tokens until they expire (issue 8: a signature check per request was 8% of a list's CPU).
+  // Verified tokens until they expire (P48: a signature check per request was 8% of a list's CPU).
   // Keyed by the whole token, so only the very string that verified hits; a key retired by rotation
   // keeps verifying until its tokens expire anyway.
   private readonly verified = new LRUCache<string, VerifiedClaims & { expiresAt: number }>({ max: 10_000 });

@@ -27,7 +27,7 @@ export const CustomFieldRef = builder.objectRef<FieldDef>('CustomField').impleme
 
 // Every field below is exposed under its own name, so it has no resolver and graphql-jit reads the
 // property inline; a resolver per value (even `v => v.field`) costs closures and a result callback per
-// call, most of a subject list's allocation (issue 19).
+// call, most of a subject list's allocation (P69).
 const TypedValueRef = builder.objectRef<TypedValue>('TypedValue').implement({
   fields: (t) => ({
     dataType: t.exposeString('dataType'),

@@ -87,7 +87,7 @@ export function bindRequest(route: RouteDef, req: Request): { params: unknown; q
     if (raw === undefined && route.body.required) errors['$'] = ['A request body is required.'];
     else {
       // Walks below recurse: a body nested thousands of levels, or holding lists and texts beyond any
-      // use, is refused first (issue 9).
+      // use, is refused first (P47).
       const bounds = boundsProblem(raw);
       if (bounds) throw ValidationError.at(pascalLocation(bounds.at), bounds.message);
       // Keys canonicalised once, so text problems are named in the contract's casing.

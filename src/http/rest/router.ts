@@ -34,7 +34,7 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     const problems = validate(deps.schema, route.operation);
     if (problems.length > 0) throw new Error(`Route ${route.operationId}: ${problems.map((p) => p.message).join('; ')}`);
     // A route's document is fixed: compiled once into a function (graphql-jit), it skips the generic
-    // executor's per-field work (issue 8: argument coercion and execution were a sixth of a list's CPU).
+    // executor's per-field work (P48: argument coercion and execution were a sixth of a list's CPU).
     const compiled = compileQuery(deps.schema, route.operation);
     if (!isCompiledQuery(compiled))
       throw new Error(`Route ${route.operationId}: ${(compiled as ExecutionResult).errors?.map((e) => e.message).join('; ')}`);
@@ -61,14 +61,14 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     const { params, query, body } = bindRequest(route, req);
     const principal = req.principal!;
     const variables = route.variables({ params, query, body }) as Record<string, unknown>;
-    // Weighed as the same operation sent to /graphql would be (issue 15): one cost model, one admission.
+    // Weighed as the same operation sent to /graphql would be (P52): one cost model, one admission.
     const release = await deps.admission.admit({ tenant: principal.tenantKey, client: principal.clientId }, costOf(route, variables), res);
     const ctx = createContext(deps.context(req), route.operation);
     let result: ExecutionResult;
     try {
       result = await executors.get(route)!.query(undefined, ctx, variables);
     } finally {
-      // The database work is done: the units go back whatever the client's reading speed (issue 30, F1).
+      // The database work is done: the units go back whatever the client's reading speed (P77).
       release();
     }
     if (result.errors?.length) {
@@ -87,7 +87,7 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     }
     const { status, body: out } = route.respond(result.data as never);
     // Written directly: Express's res.json adds a freshness check and header juggling that cost a few
-    // percent of a list request (issue 8). Node leaves the body out of a HEAD answer itself.
+    // percent of a list request (P48). Node leaves the body out of a HEAD answer itself.
     res.statusCode = status;
     if (out === undefined) return void res.end();
     // A large page is serialised over several turns of the event loop, as it was executed (P65).
