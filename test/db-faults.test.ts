@@ -295,6 +295,7 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     expect(acknowledged.filter((a) => stored.get(a.id) !== a.employeeNumber)).toEqual([]);
   }, 45_000);
 
+  // P50: an unavailable database is 503 with Retry-After, never 500.
   it('answers 503 with Retry-After while its connections are cut and refused, and 200 within 1 s of their return', async () => {
     const db = await testDatabase();
     const proxy = await proxyTo(db.url);
