@@ -3,11 +3,11 @@ import DataLoader from 'dataloader';
 import { type Types, builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
-import { sortKeyOf } from '../custom-field/custom-field.js';
+import { sortKeyOf } from '../custom-field/index.js';
 import type { DataExtractRow, SubjectRow } from '../../db/tables.js';
 import { NotFoundError, ValidationError } from '../../core/errors.js';
 import { MAX_PAGE_SIZE, type PageArgs, paginateLoaded } from '../../db/paging.js';
-import { SubjectRef, subjectConfig, subjectUuid } from '../subject/subject.schema.js';
+import { SubjectRef, subjectConfig, subjectUuid } from '../subject/index.js';
 import type { CachedPoints, SubjectKey } from './cache/index.js';
 import {
   type DataPoint,

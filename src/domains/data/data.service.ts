@@ -6,7 +6,6 @@ import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../core/errors.js';
 import { MAX_KEY_LENGTH, MAX_LIST_ITEMS, MAX_NAME_LENGTH } from '../../core/input.js';
 import { requirePermission } from '../../core/permissions.js';
-import { cachedSubjectConfig } from '../subject/subject.repository.js';
 import { invalidate } from './cache/index.js';
 import {
   type DataPoint,
@@ -124,7 +123,7 @@ export async function reportDataChange(ctx: Context, input: DataChangeInput): Pr
   if (sources.length === 0) throw new ForbiddenError(`The client '${clientId}' is not an inbound client of any data source.`);
   const { filter, points } = validateChange(input);
 
-  const config = await cachedSubjectConfig(ctx.db, tenantId, ctx.principal.configVersion);
+  const config = await ctx.subjects.config(ctx.db, tenantId, ctx.principal.configVersion);
   const subjectsBySource = new Map<string, string[]>();
   for (const s of sources)
     subjectsBySource.set(s.key, await subjectsByIdentifier(ctx.db, tenantId, s.subject_identifier, input.subjectIdentifier, config));

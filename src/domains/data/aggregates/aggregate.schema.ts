@@ -1,8 +1,8 @@
 import { GraphQLFloat, type GraphQLResolveInfo, GraphQLList, GraphQLNonNull, Kind, type SelectionSetNode, valueFromAST } from 'graphql';
 import { builder } from '../../../graphql/builder.js';
 import { SEARCH_COST } from '../../../graphql/connections.js';
-import { StructuralEntityRef } from '../../structural-entity/structural-entity.schema.js';
-import { CustomFieldValueFilterInput, SubjectRef } from '../../subject/subject.schema.js';
+import { StructuralEntityRef } from '../../structural-entity/index.js';
+import { CustomFieldValueFilterInput, SubjectRef } from '../../subject/index.js';
 import {
   type AggregateGroup,
   type Aggregates,
@@ -18,7 +18,7 @@ import {
   bucketCount,
 } from './aggregate.service.js';
 
-// Issue 17: aggregates of data points over the hierarchy and time (P57–P59, docs/data-cache.md "Aggregating").
+// Aggregates of data points over the hierarchy and time (P57–P59, docs/data-cache.md "Aggregating").
 // Names follow PostGraphile's pg-aggregates: `aggregates` over everything, `groupedAggregates` per group;
 // a bucket has a typed start (its first local date, and that instant) rather than a string key.
 

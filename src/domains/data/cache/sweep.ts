@@ -2,7 +2,7 @@ import { bulkhead } from 'cockatiel';
 import type { Logger } from 'pino';
 import type { Config } from '../../../core/config.js';
 import type { DataCacheRow, Db } from '../../../db/tables.js';
-import { findSubjectsByIds, loadSubjectConfig } from '../../subject/subject.repository.js';
+import { findSubjectsByIds, loadSubjectConfig } from '../../subject/index.js';
 import { type DataPoint, claimFlagged, findExtracts, identifierOf } from '../model/index.js';
 import type { CacheFetcher, Want } from './fetcher.js';
 import type { CacheStore } from './store.js';

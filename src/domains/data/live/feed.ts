@@ -3,7 +3,7 @@ import { AppError, ServiceUnavailableError, TooManyRequestsError, Unauthenticate
 import type { Principal } from '../../../core/permissions.js';
 import type { EventBus, Unsubscribe } from '../../../db/event-bus.js';
 import type { Db } from '../../../db/tables.js';
-import { subjectsLocatedIn } from '../../subject/subject.repository.js';
+import { subjectsLocatedIn } from '../../subject/index.js';
 import { type ChangeKind, DATA_POINTS_CHANGED, type DataPointsChange } from './events.js';
 
 declare module '../../../graphql/context.js' {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isoInstant, validDate } from '../../../core/dates.js';
-import { type Scalar, sortKeyOf } from '../../custom-field/custom-field.js';
+import { type Scalar, sortKeyOf } from '../../custom-field/index.js';
 import { ExactDecimal } from './exact-json.js';
 
 /** The data types of a data point item (the contract's table; UserIdentifier is not among them). */

@@ -1,7 +1,6 @@
 import { isBlank } from '../../../core/input.js';
 import type { Db, SubjectRow } from '../../../db/tables.js';
-import { firstText } from '../../subject/subject-values.js';
-import { type SubjectConfig, findSubjectId, findSubjectIdsByFirstValue } from '../../subject/subject.repository.js';
+import { type SubjectConfig, findSubjectId, findSubjectIdsByFirstValue, firstText } from '../../subject/index.js';
 
 /**
  * A data source's `subjectIdentifier` (D3) says what the provider's SubjectIdentifier means: `ExternalId`
