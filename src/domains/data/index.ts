@@ -6,7 +6,7 @@ import './data.schema.js';
 export { AggregateMemory, MAX_AGGREGATE_SUBJECTS } from './aggregates/index.js';
 export { DataCache, type StaleNotice } from './cache/index.js';
 export { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from './live/index.js';
-export { SecretBox, findDataPointsUrl } from './model/index.js';
+export { SecretBox, findDataPointsUrl, findDataSourceKeys } from './model/index.js';
 export { ProviderClient, type ProviderSource } from './provider/index.js';
 export { type DataSourcesPart, applyDataSources } from './data.apply.js';
 export { dataContext } from './data.context.js';

@@ -4,6 +4,8 @@ export {
   type StructureTypeWithFields,
   findEntitiesByKeys,
   findEntityIdsByKeys,
+  findEntityKeys,
+  findStructureTypeKeys,
   findStructureTypes,
   shareLockEntitiesByKeys,
 } from './structural-entity.repository.js';

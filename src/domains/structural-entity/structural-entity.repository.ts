@@ -16,6 +16,16 @@ import { matchesTerm } from '../../db/search.js';
 
 export type StructureTypeWithFields = StructureType & { fields: FieldDef[] };
 
+/** The keys of the tenant's structure types (a tenant file may name them without defining them). */
+export async function findStructureTypeKeys(db: Db, tenantId: string): Promise<string[]> {
+  return (await db.selectFrom('structure_type').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key);
+}
+
+/** The keys of the tenant's entities (a tenant file may name them without defining them). */
+export async function findEntityKeys(db: Db, tenantId: string): Promise<string[]> {
+  return (await db.selectFrom('structural_entity').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key);
+}
+
 /** Entities by key, in no particular order (loaders sort). */
 export async function findEntitiesByKeys(db: Db, tenantId: string, keys: readonly string[]): Promise<StructuralEntityRow[]> {
   if (keys.length === 0) return [];

@@ -3,6 +3,11 @@ import type { AppUserRow, AppUserTable, Db } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchesTerm } from '../../db/search.js';
 
+/** The keys of the tenant's groups (a tenant file may name them without defining them). */
+export async function findGroupKeys(db: Db, tenantId: string): Promise<string[]> {
+  return (await db.selectFrom('user_group').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key);
+}
+
 /** D9 filters of the users list. */
 export interface UserFilters {
   searchTerm?: string | null | undefined;

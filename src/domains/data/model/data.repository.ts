@@ -7,6 +7,11 @@ import { parseExactJson, stringifyExactJson } from './exact-json.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
 
+/** The keys of the tenant's data sources (a tenant file may name them without defining them). */
+export async function findDataSourceKeys(db: Db, tenantId: string): Promise<string[]> {
+  return (await db.selectFrom('data_source').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key);
+}
+
 /** The tenant's extracts as `x`, each with its data source row as `source`. */
 function extractsWithSource(db: Db, tenantId: string) {
   return db
