@@ -85,7 +85,7 @@ async function startDemoProvider(db: Db, logger: Logger): Promise<RunningProvide
   }
 }
 
-/** Answers while the database is awaited at start-up: alive (/healthz), not ready, nothing else yet (issue 15). */
+/** Answers while the database is awaited at start-up: alive (/healthz), not ready, nothing else yet (P51). */
 function startingHandler(req: IncomingMessage, res: ServerResponse): void {
   const path = (req.url ?? '/').split('?')[0];
   if (path === '/healthz') {
@@ -129,7 +129,7 @@ async function main(): Promise<void> {
   let demoProvider: RunningProvider | undefined;
   let stopping = false;
   /**
-   * The one way out (issue 15): readiness off and `Connection: close` for SHUTDOWN_DRAIN_MS (a SIGTERM
+   * The one way out (P53): readiness off and `Connection: close` for SHUTDOWN_DRAIN_MS (a SIGTERM
    * only; Ctrl-C in a terminal stops at once), then no new connections, in-flight requests finished
    * within SHUTDOWN_TIMEOUT_MS, background work and the database closed.
    */

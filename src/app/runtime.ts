@@ -14,7 +14,7 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {
 
 /**
  * Opens the configured database and brings it to the latest migration. A PostgreSQL server that is not
- * reachable yet (starting, failing over) is waited for (issue 15): attempts with backoff, one log line
+ * reachable yet (starting, failing over) is waited for (P51): attempts with backoff, one log line
  * each, until STARTUP_TIMEOUT_MS; a failing migration is not retried.
  */
 export async function openMigratedDatabase(

@@ -13,31 +13,30 @@ export interface Context {
   principal: Principal;
   requestId: string;
   /**
-   * The tenant's data version read with the principal, in a query: cached TotalCounts are looked up
-   * under it without reading it again. Undefined in a mutation, which may change it before it counts.
+   * The kind of operation the request runs, once known (GraphQL: when it executes or subscribes; REST: its
+   * route's operation). A domain that caches per snapshot reads it: what a query reads may be cached, what
+   * a mutation reads may change before it counts.
    */
-  dataVersion: string | undefined;
+  operation: OperationKind | undefined;
   /** Hands a large page's nodes to execution a slice per turn of the event loop (P65). */
   slices: Slices;
 }
 
-/** Context.dataVersion of an operation: the principal's in a query, none in a mutation. */
-export function dataVersionFor(
-  principal: Principal,
-  document: DocumentNode | undefined,
-  operationName?: string | null,
-): string | undefined {
-  return document !== undefined && getOperationAST(document, operationName)?.operation === 'query' ? principal.dataVersion : undefined;
+export type OperationKind = 'query' | 'mutation' | 'subscription';
+
+/** Context.operation: the kind of the operation `operationName` of `document`. */
+export function operationKind(document: DocumentNode | undefined, operationName?: string | null): OperationKind | undefined {
+  return document && getOperationAST(document, operationName)?.operation;
 }
 
 /** What the application supplies for a request's context; the rest is derived per request. */
-export type ContextInit = Omit<Context, 'dataVersion' | 'slices'>;
+export type ContextInit = Omit<Context, 'operation' | 'slices'>;
 
 /** Builds the context for one request (GraphQL or a REST route executing its operation `document`). */
 export function createContext(init: ContextInit, document?: DocumentNode, operationName?: string | null): Context {
   return {
     ...init,
-    dataVersion: dataVersionFor(init.principal, document, operationName),
+    operation: operationKind(document, operationName),
     slices: new Slices(),
   };
 }

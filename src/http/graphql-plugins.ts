@@ -5,7 +5,7 @@ import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
 import { AppError } from '../core/errors.js';
 import { graphqlRendering, isRefusal, withExtensions } from './errors.js';
-import { type Context, dataVersionFor } from '../graphql/context.js';
+import { type Context, operationKind } from '../graphql/context.js';
 import type { Admission } from './admission.js';
 import { slicedJson } from './sliced-json.js';
 
@@ -194,11 +194,13 @@ export const staleDataExtension: Plugin = {
   },
 };
 
-/** A query looks cached TotalCounts up under the data version read with its principal (Context.dataVersion). */
-export const queryDataVersion: Plugin = {
+/** Context.operation: the kind of operation that runs, for the domains that cache only in a query. */
+export const operationInContext: Plugin = {
   onExecute({ args }) {
-    const ctx = args.contextValue as unknown as Context;
-    ctx.dataVersion = dataVersionFor(ctx.principal, args.document, args.operationName);
+    (args.contextValue as unknown as Context).operation = operationKind(args.document, args.operationName);
+  },
+  onSubscribe({ args }) {
+    (args.contextValue as unknown as Context).operation = operationKind(args.document, args.operationName);
   },
 };
 

@@ -17,6 +17,7 @@ import type { Context } from '../../../graphql/context.js';
 import { findEntitiesByKeys } from '../../structural-entity/structural-entity.repository.js';
 import { type SubjectConfig, type SubjectFilters, cachedSubjectConfig } from '../../subject/subject.repository.js';
 import { type SubjectListInput, subjectFilters } from '../../subject/subject.service.js';
+import { queryDataVersion } from '../../tenant/index.js';
 import type { Located, SubjectKey } from '../cache/index.js';
 import {
   type AggregateGrouping,
@@ -213,8 +214,9 @@ async function aggregateSubjects(
     createHash('sha256')
       .update(JSON.stringify([tenantId, version, configVersion, mode, filters]))
       .digest('base64url');
-  const cached = ctx.dataVersion === undefined ? undefined : ctx.aggregates.subjectLists.get(listKey(ctx.dataVersion));
-  if (cached) return { keys: cached, dataVersion: ctx.dataVersion! };
+  const version = queryDataVersion(ctx);
+  const cached = version === undefined ? undefined : ctx.aggregates.subjectLists.get(listKey(version));
+  if (cached) return { keys: cached, dataVersion: version! };
   const { subjects, dataVersion } = await findAggregateSubjects(
     ctx.db,
     tenantId,

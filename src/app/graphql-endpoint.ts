@@ -1,0 +1,143 @@
+import type { Request, RequestHandler, Response } from 'express';
+import type { GraphQLError } from 'graphql';
+import { createYoga, maskError } from 'graphql-yoga';
+import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
+import type { Logger } from 'pino';
+import type { Config } from '../core/config.js';
+import { AppError, NotFoundError } from '../core/errors.js';
+import { expectedErrorOf } from '../db/faults.js';
+import { createContext } from '../graphql/context.js';
+import { acceptForYoga, acceptedGraphqlTypes } from '../http/accept.js';
+import { errorLogLevel, graphqlErrorBody, isRefusal, locatedAs } from '../http/errors.js';
+import { graphiqlOptions } from '../http/graphiql.js';
+import { boundedParser, graphqlRequestLimits, queryLimits } from '../http/graphql-limits.js';
+import {
+  admissionControl,
+  compiledRepeatedDocuments,
+  everyErrorCoded,
+  graphqlErrorsAnswer200,
+  logArgs,
+  operationInContext,
+  operationNameIsString,
+  slicedResults,
+  staleDataExtension,
+} from '../http/graphql-plugins.js';
+import { schema } from './schema.js';
+import type { Services } from './services.js';
+
+export const GRAPHQL_PATH = '/graphql';
+
+/**
+ * The /graphql endpoint: Yoga with its plugins, error masking and logging, behind the middleware that
+ * answers what Yoga would answer badly: authentication refused as GraphQL errors, the request limits,
+ * Accept and Content-Type. Mounted at GRAPHQL_PATH.
+ */
+export function graphqlEndpoint(
+  { config, logger, graphiql }: { config: Config; logger: Logger; graphiql: boolean },
+  { metrics, admission, authenticate, context }: Services,
+): RequestHandler[] {
+  const yoga = createYoga<{ req: Request; res: Response }>({
+    schema,
+    graphqlEndpoint: GRAPHQL_PATH,
+    ...graphiqlOptions({ enabled: graphiql, demoDefaults: config.NODE_ENV !== 'production' }),
+    landingPage: false,
+    maskedErrors: {
+      // A driver error that stands for an expected one (an unavailable database, a statement time limit,
+      // text PostgreSQL cannot store) is answered as that; anything else stays masked.
+      maskError: (error, message, isDev) => {
+        const e = error as GraphQLError;
+        const expected = e.originalError instanceof AppError ? undefined : expectedErrorOf(e.originalError);
+        return expected ? locatedAs(expected, e) : maskError(error, message, isDev);
+      },
+    },
+    // Errors logged with their class, message and stack (the answer stays generic, D5).
+    logging: {
+      debug: (...a) => logger.debug(logArgs(a)),
+      info: (...a) => logger.info(logArgs(a)),
+      warn: (...a) => logger.warn(logArgs(a)),
+      // Yoga logs every error it masks or replaces: one standing for a client's mistake (U+0000 in an
+      // argument) or an unavailable database is logged at its own level.
+      error: (...a) => {
+        const args = logArgs(a);
+        logger[errorLogLevel(args['err'])](args, 'graphql error');
+      },
+    },
+    context: ({ req }) => createContext(context(req)),
+    plugins: [
+      // @defer and @stream (P56): incremental results over multipart/mixed or text/event-stream.
+      useDeferStream(),
+      graphqlErrorsAnswer200,
+      everyErrorCoded,
+      operationNameIsString,
+      boundedParser,
+      ...(metrics ? [metrics.graphql()] : []),
+      staleDataExtension,
+      operationInContext,
+      compiledRepeatedDocuments(),
+      admissionControl(admission),
+      queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
+      // Last: it serialises the final result (P65).
+      slicedResults,
+    ],
+    // The limits depend on the variables (first: $n): queryLimits caches what it can itself.
+    parserAndValidationCache: { validationCache: false },
+  });
+  const graphqlAuth = authenticate(['ServiceApi']);
+  return [
+    (req, res, next) => {
+      // Only /graphql itself: a path below it is an unknown resource (404 problem+json), not Yoga's.
+      if (req.path !== '/') {
+        return next(new NotFoundError(`No resource at ${req.method} ${req.originalUrl.split('?')[0]}.`));
+      }
+      // The GraphiQL page itself needs no token (D4); every operation does.
+      // Exactly Yoga's own test for rendering GraphiQL instead of executing (an Accept of text/* would
+      // make Express prefer HTML while Yoga executes the query).
+      if (graphiql && req.method === 'GET' && (req.headers.accept ?? '').includes('text/html')) return next();
+      // A database that fails the token check, or admission refusing the request before it, is answered
+      // as GraphQL clients read errors (P50, P52): SERVICE_UNAVAILABLE or TOO_MANY_REQUESTS with the
+      // status and Retry-After; authentication's own refusals (401, 403) stay problem+json.
+      graphqlAuth(req, res, (err?: unknown) => {
+        const expected = err === undefined ? undefined : expectedErrorOf(err);
+        if (!expected || !isRefusal(expected.code)) return next(err);
+        const accept = req.headers.accept ?? 'application/graphql-response+json';
+        const type =
+          /application\/graphql-response\+json/i.test(accept) && acceptedGraphqlTypes(accept).includes('application/graphql-response+json')
+            ? 'application/graphql-response+json'
+            : 'application/json';
+        res.status(expected.status).set(expected.headers).type(type).json(graphqlErrorBody(expected));
+      });
+    },
+    graphqlRequestLimits(config.MAX_BODY_BYTES),
+    (req, res, next) => {
+      // What Yoga would refuse with an empty body gets a problem+json one: an Accept GraphQL cannot answer
+      // (the GraphiQL page aside), a POST body that is not JSON.
+      const accept = req.headers.accept;
+      const page = graphiql && req.method === 'GET' && (accept ?? '').includes('text/html');
+      const accepted = accept && !page ? acceptedGraphqlTypes(accept) : undefined;
+      if (accepted?.length === 0) {
+        return next(
+          new AppError(
+            406,
+            'NOT_ACCEPTABLE',
+            'GraphQL answers application/json or application/graphql-response+json (text/event-stream or multipart/mixed for subscriptions and @defer/@stream).',
+          ),
+        );
+      }
+      if (req.method === 'POST' && !req.is('application/json')) {
+        return next(new AppError(415, 'UNSUPPORTED_MEDIA_TYPE', 'A GraphQL request body must be application/json.'));
+      }
+      // GraphQL over HTTP (P62): a request without an Accept header is treated as accepting
+      // application/graphql-response+json (the spec's default since 2025-01-01), so a request error answers 4xx.
+      if (!accept) req.headers.accept = 'application/graphql-response+json';
+      else if (accepted) req.headers.accept = acceptForYoga(accept, accepted);
+      // Media types are case-insensitive (RFC 9110 §8.3.1) but Yoga compares them as written, and would
+      // refuse `APPLICATION/JSON` with an empty 415.
+      const type = req.headers['content-type'];
+      if (type) req.headers['content-type'] = type.toLowerCase();
+      next();
+    },
+    (req, res) => {
+      void yoga.handle(req, res, { req, res });
+    },
+  ];
+}

@@ -1,0 +1,107 @@
+import type { Request, RequestHandler } from 'express';
+import type { Logger } from 'pino';
+import type { Config } from '../core/config.js';
+import type { Scope } from '../core/permissions.js';
+import { TableAnalyzer } from '../db/analyze.js';
+import { EventBus } from '../db/event-bus.js';
+import type { Listen } from '../db/notifications.js';
+import type { Db } from '../db/tables.js';
+import { TokenService, requireToken } from '../domains/auth/index.js';
+import { AggregateMemory, DataCache, DataChangeFeed, SecretBox, dataContext } from '../domains/data/index.js';
+import { OutboxSender } from '../domains/portal/index.js';
+import { structureTypesCache } from '../domains/structural-entity/index.js';
+import { subjectCaches } from '../domains/subject/index.js';
+import type { ContextInit } from '../graphql/context.js';
+import { Admission } from '../http/admission.js';
+import { Metrics, type PoolStats } from '../http/metrics.js';
+
+/** What runs once per instance, shared by its requests (never by two apps in one process). */
+export interface Services {
+  tokens: TokenService;
+  data: DataCache;
+  dataChanges: DataChangeFeed;
+  /** Delivers queued portal invitations (D9). */
+  outbox: OutboxSender;
+  metrics: Metrics | undefined;
+  admission: Admission;
+  /** One authentication for REST routes and /graphql alike. */
+  authenticate(scopes: readonly Scope[]): RequestHandler;
+  /** One context for REST routes and /graphql alike, for a request whose principal is set. */
+  context(req: Request): ContextInit;
+  /** Stops the background work, in the reverse order of its start. */
+  close(): Promise<void>;
+}
+
+export async function startServices({
+  config,
+  db,
+  logger,
+  listen,
+  poolStats,
+}: {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  listen?: Listen;
+  poolStats?: PoolStats;
+}): Promise<Services> {
+  const tokens = new TokenService(db, config);
+  await tokens.ensureSigningKey();
+  // One LISTEN connection per instance carries every topic (the cache's invalidations; later subscriptions).
+  const bus = listen ? await EventBus.open(listen, logger) : undefined;
+  const data = new DataCache(db, config, logger, new SecretBox(db, config.SECRETS_KEY));
+  await data.start(bus);
+  // Live updates (dataPointsChanged): one bus subscription fanned out to every open subscription.
+  const dataChanges = new DataChangeFeed(db, { perClient: config.SUBSCRIPTIONS_PER_CLIENT }, logger);
+  dataChanges.start(bus);
+  const outbox = new OutboxSender(db, config, logger);
+  outbox.start(bus);
+  // Fresh planner statistics after bulk writes (P89), not only when autovacuum comes by.
+  const analyzer = new TableAnalyzer(db, { rows: config.ANALYZE_AFTER_ROWS, intervalMs: 1000 }, logger);
+  await analyzer.start();
+
+  const metrics = config.METRICS ? new Metrics(poolStats, data) : undefined;
+  const admission = new Admission(
+    {
+      capacity: config.ADMISSION_CAPACITY ?? config.DATABASE_POOL_SIZE,
+      tenantShare: config.ADMISSION_TENANT_SHARE,
+      clientShare: config.ADMISSION_CLIENT_SHARE,
+      queueLimit: config.ADMISSION_QUEUE_LIMIT,
+      queueTimeoutMs: config.ADMISSION_QUEUE_TIMEOUT_MS,
+      costPerUnit: config.ADMISSION_COST_PER_UNIT,
+      rateLimit: { requests: config.RATE_LIMIT_REQUESTS, windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS },
+    },
+    metrics?.admission(),
+  );
+  metrics?.observeAdmission(admission);
+
+  const aggregates = new AggregateMemory();
+  // The instance's configuration and count caches.
+  const structureTypes = structureTypesCache();
+  const subjects = subjectCaches();
+  return {
+    tokens,
+    data,
+    dataChanges,
+    outbox,
+    metrics,
+    admission,
+    authenticate: (scopes) => requireToken(db, tokens, scopes, (holder, res) => admission.gate(holder, res)),
+    context: (req) => ({
+      db,
+      principal: req.principal!,
+      requestId: String(req.id),
+      ...dataContext(data, aggregates),
+      dataChanges,
+      structureTypes,
+      subjects,
+    }),
+    close: async () => {
+      dataChanges.close();
+      await analyzer.close();
+      await outbox.close();
+      await data.close();
+      await bus?.close();
+    },
+  };
+}
