@@ -61,19 +61,17 @@ module.exports = {
     ...dataRules,
     {
       name: 'domain-through-its-door',
-      comment:
-        "Another domain is reached through its door, src/domains/<d>/index.ts; its other files are private. For now the data domain's own imports and imports into it are exempt (being split into subfolders).",
+      comment: 'Another domain is reached through its door, src/domains/<d>/index.ts; its other files are private.',
       severity: 'error',
-      from: { path: '^src/domains/([^/]+)/', pathNot: '^src/domains/data/' },
-      to: { path: '^src/domains/[^/]+/', pathNot: ['^src/domains/$1/', '^src/domains/[^/]+/index\\.ts$', '^src/domains/data/'] },
+      from: { path: '^src/domains/([^/]+)/' },
+      to: { path: '^src/domains/[^/]+/', pathNot: ['^src/domains/$1/', '^src/domains/[^/]+/index\\.ts$'] },
     },
     {
       name: 'app-through-domain-doors',
-      comment:
-        "The app and the entry points reach a domain through its door (src/domains/<d>/index.ts); the data domain's files are exempt for now.",
+      comment: 'The app and the entry points reach a domain through its door (src/domains/<d>/index.ts).',
       severity: 'error',
       from: { path: '^src/(?:app/|cli/|server\\.ts$)' },
-      to: { path: '^src/domains/', pathNot: ['^src/domains/[^/]+/index\\.ts$', '^src/domains/data/'] },
+      to: { path: '^src/domains/', pathNot: '^src/domains/[^/]+/index\\.ts$' },
     },
     {
       name: 'migrations-are-frozen',

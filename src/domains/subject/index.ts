@@ -3,18 +3,18 @@
 export {
   type SubjectConfig,
   type SubjectFilters,
-  cachedSubjectConfig,
+  findSubjectFieldKeys,
   findSubjectId,
   findSubjectIdsByFirstValue,
   findSubjectsByIds,
   isUuid,
   loadSubjectConfig,
   lockSubjectById,
-  subjectListQuery,
+  matchingSubjectsQuery,
   subjectsLocatedIn,
 } from './subject.repository.js';
 export { subjectRoutes } from './subject.routes.js';
-export { CustomFieldValueFilterInput, SubjectConnection, SubjectRef, subjectConfig, subjectUuid } from './subject.schema.js';
+export { CustomFieldValueFilterInput, SubjectConnection, SubjectRef, subjectUuid } from './subject.schema.js';
 export {
   type SubjectCaches,
   type SubjectFieldsPart,
@@ -23,6 +23,7 @@ export {
   applySubjectFields,
   listSubjects,
   subjectCaches,
+  subjectConfig,
   subjectFilters,
   subjectIndexSnapshot,
   upsertSubject,

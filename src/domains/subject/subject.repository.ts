@@ -15,7 +15,7 @@ import {
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchScore, matchesTerm } from '../../db/search.js';
 import { preparedShapes } from '../../db/prepared.js';
-import { configVersionCache, readDataVersion } from '../tenant/index.js';
+import { readDataVersion } from '../tenant/index.js';
 import { valueRows } from './subject-values.js';
 
 /** A tenant's subject configuration: fields in order, matching fields, and the ExternalId field. */
@@ -48,12 +48,10 @@ export async function loadSubjectConfig(db: Db, tenantId: string): Promise<Subje
   };
 }
 
-/**
- * The subject configuration at `configVersion`, for the data domain's imports only until they read the
- * context's `subjects.config` (a module-level cache, shared by every app in the process).
- * @deprecated use `ctx.subjects.config`.
- */
-export const cachedSubjectConfig = configVersionCache(loadSubjectConfig);
+/** The keys of the tenant's subject fields (a tenant file may name them without defining them). */
+export async function findSubjectFieldKeys(db: Db, tenantId: string): Promise<string[]> {
+  return (await db.selectFrom('subject_field').select('key').where('tenant_id', '=', tenantId).execute()).map((r) => r.key);
+}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Whether `s` is a UUID: anything else names no subject (and would fail a uuid comparison). */
@@ -272,7 +270,7 @@ const saveStatement = preparedShapes(
 );
 
 /**
- * One subject write as one statement (issue 19): the row (inserted under `id`, or updated), its index
+ * One subject write as one statement (P64): the row (inserted under `id`, or updated), its index
  * rows (those no longer there deleted, the others upserted, unchanged ones left alone), its locations
  * made exactly `entityIds` when given (kept ones keep their creation time), and the tenant's data
  * version bumped. Every part reads the row the first one wrote, so an insert that met a concurrent one
@@ -335,7 +333,7 @@ export async function subjectsAfter(
 
 /**
  * The locations of some subjects, and in the same statement the parents of those entities (rows with a
- * null `subject_id`): a page of subjects with `parent { ... }` costs no further query (issue 8).
+ * null `subject_id`): a page of subjects with `parent { ... }` costs no further query (P48).
  */
 export async function findLocations(
   db: Db,
@@ -459,6 +457,13 @@ export function subjectListQuery(db: Db, tenantId: string, f: SubjectFilters) {
   return q;
 }
 
+/**
+ * The ids and ExternalIds of the subjects matching the filters (D7), as `s`: for another domain's query
+ * to select more of `s` from, order and limit (the aggregates' subject list).
+ */
+export const matchingSubjectsQuery = (db: Db, tenantId: string, f: SubjectFilters) =>
+  subjectListQuery(db, tenantId, f).select(['s.id', 's.external_id']);
+
 /** Which of `subjectIds` are located at the entity `entityKey` or anywhere below it (live updates filtered by entity). */
 export async function subjectsLocatedIn(db: Db, tenantId: string, entityKey: string, subjectIds: readonly string[]): Promise<string[]> {
   if (subjectIds.length === 0) return [];
@@ -491,7 +496,7 @@ export type SubjectOrder = { by: 'relevance' } | { by: 'id' } | { by: 'field'; n
 
 /**
  * One page of the subjects matching `filters` in `order`; `counts` and `dataVersion` as for `countSubjects`. The
- * query takes the cheapest path the filters and order allow (issue 8); every path has the same sort
+ * query takes the cheapest path the filters and order allow (P48); every path has the same sort
  * values and ids, so a cursor fits whichever path the next page takes.
  */
 export async function pageSubjects(
@@ -518,7 +523,7 @@ export async function pageSubjects(
         : { name: order.name, value: sql.ref('o.sort_key'), type: 'text', nullable: false, id: sql.ref('o.subject_id'), idType: 'uuid' };
   // One value of a single-value field, in ExternalId order: the value's index rows carry the subject's
   // ExternalId sort key (migration 0007), so the page is the first rows of one index range, however
-  // many subjects match (issue 8). Same sort values and ids as the `o` join: cursors fit either path.
+  // many subjects match (P48). Same sort values and ids as the `o` join: cursors fit either path.
   const values = filters.values ?? [];
   const only = values.length === 1 && values[0]!.texts.length === 1 ? values[0]! : undefined;
   const byListKey = only && !config.byKey.get(only.key)!.isArray && orderField !== undefined && orderField === config.externalIdKey;
@@ -550,7 +555,7 @@ export async function pageSubjects(
     ) as unknown as typeof query;
   }
   // A relevance cursor fits only the term that produced it.
-  // Bound to the term by a digest: a cursor stays small whatever the term's length (issue 9).
+  // Bound to the term by a digest: a cursor stays small whatever the term's length (P22).
   const list = relevance ? `subject~${createHash('sha256').update(filters.searchTerm!).digest('base64url').slice(0, 16)}` : 'subject';
   const pageSort = byListKey ? { ...sort, value: sql.ref('o.list_key') } : sort;
   // Unfiltered and ordered by a field, the list is exactly the field's ordinal-0 rows (every subject has
@@ -584,7 +589,7 @@ export type SubjectCounts = LRUCache<string, number>;
 export const subjectCounts = (): SubjectCounts => new LRUCache<string, number>({ max: 20_000 });
 
 /**
- * TotalCount of a filtered subject list, counted once per data version (D6 exact, issue: cheap at scale).
+ * TotalCount of a filtered subject list, counted once per data version (D6 exact, P48: cheap at scale).
  * `dataVersion`: the version a query read with its principal; otherwise it is read here.
  */
 export async function countSubjects(
@@ -594,7 +599,7 @@ export async function countSubjects(
   filters: SubjectFilters,
   dataVersion?: string,
 ): Promise<number> {
-  // A digest: the filters can be long (terms, many values), the cache's keys must not be (issue 9).
+  // A digest: the filters can be long (terms, many values), the cache's keys must not be.
   const filterKey = createHash('sha256').update(JSON.stringify(filters)).digest('base64url');
   const cached = counts.get(`${tenantId}|${dataVersion ?? (await readDataVersion(db, tenantId))}|${filterKey}`);
   if (cached !== undefined) return cached;

@@ -21,9 +21,6 @@ import {
   upsertSubject,
 } from './subject.service.js';
 
-// The data domain imports it from here until it imports the door.
-export { subjectConfig };
-
 /** Locations of every subject on the page in one query (D11: a fixed number of queries per page). */
 const locationsLoader = createContextCache(
   (ctx: Context) =>

@@ -2,12 +2,12 @@ import type { Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError } from '../../core/errors.js';
 import { applyClients } from '../auth/index.js';
-import { type SecretBox, applyDataSources } from '../data/index.js';
+import { type SecretBox, applyDataSources, findDataSourceKeys } from '../data/index.js';
 import { applyPortalConfig } from '../portal/index.js';
-import { applyStructuralEntities, applyStructureTypes } from '../structural-entity/index.js';
-import { applySubjectFields, subjectIndexSnapshot } from '../subject/index.js';
+import { applyStructuralEntities, applyStructureTypes, findEntityKeys, findStructureTypeKeys } from '../structural-entity/index.js';
+import { applySubjectFields, findSubjectFieldKeys, subjectIndexSnapshot } from '../subject/index.js';
 import { applyTenant, findTenantId } from '../tenant/index.js';
-import { applyGroups, applyUsers } from '../user/index.js';
+import { applyGroups, applyUsers, findGroupKeys } from '../user/index.js';
 import {
   type KnownKeys,
   type TenantConfig,
@@ -17,7 +17,6 @@ import {
   referenceRules,
   tenantFileSchema,
 } from './tenant-file.js';
-import { type KeyedTable, listKeys } from './tenant-apply.repository.js';
 
 /** An invalid tenant file: every problem with its JSON path. Nothing was written. */
 export class TenantConfigError extends Error {
@@ -64,13 +63,14 @@ async function knownKeys(db: Db, tenantKey: unknown): Promise<KnownKeys> {
       groups: new Set(),
       dataSources: new Set(),
     };
-  const keys = async (table: KeyedTable) => new Set(await listKeys(db, tenantId, table));
+  // Each domain reads its own table.
+  const keys = async (read: (db: Db, tenantId: string) => Promise<string[]>) => new Set(await read(db, tenantId));
   return {
-    subjectFields: await keys('subject_field'),
-    structureTypes: await keys('structure_type'),
-    structuralEntities: await keys('structural_entity'),
-    groups: await keys('user_group'),
-    dataSources: await keys('data_source'),
+    subjectFields: await keys(findSubjectFieldKeys),
+    structureTypes: await keys(findStructureTypeKeys),
+    structuralEntities: await keys(findEntityKeys),
+    groups: await keys(findGroupKeys),
+    dataSources: await keys(findDataSourceKeys),
   };
 }
 

@@ -2,7 +2,7 @@ import { type RawBuilder, sql } from 'kysely';
 import { isFault } from '../../../db/faults.js';
 import type { Db } from '../../../db/tables.js';
 import { inTransaction } from '../../../db/transaction.js';
-import { type SubjectFilters, subjectListQuery } from '../../subject/subject.repository.js';
+import { type SubjectFilters, matchingSubjectsQuery } from '../../subject/index.js';
 import { type DataPoint, holdsExact, stringifyExactJson } from '../model/index.js';
 
 /** A subject an aggregate reads: what its provider identifier is derived from (subject-identifier.ts). */
@@ -24,8 +24,7 @@ export async function findAggregateSubjects(
   limit: number,
   withValues: boolean,
 ): Promise<{ subjects: AggregateSubject[]; dataVersion: string | null }> {
-  const rows = await subjectListQuery(db, tenantId, filters)
-    .select(['s.id', 's.external_id'])
+  const rows = await matchingSubjectsQuery(db, tenantId, filters)
     .select(sql<string>`(SELECT data_version FROM tenant WHERE id = ${tenantId})`.as('data_version'))
     .$if(withValues, (q) => q.select('s.values'))
     .orderBy(sql`s.external_id COLLATE "C"`)

@@ -14,9 +14,8 @@ import {
 import { requirePermission } from '../../../core/permissions.js';
 import type { SubjectRow } from '../../../db/tables.js';
 import type { Context } from '../../../graphql/context.js';
-import { findEntitiesByKeys } from '../../structural-entity/structural-entity.repository.js';
-import { type SubjectConfig, type SubjectFilters, cachedSubjectConfig } from '../../subject/subject.repository.js';
-import { type SubjectListInput, subjectFilters } from '../../subject/subject.service.js';
+import { findEntitiesByKeys } from '../../structural-entity/index.js';
+import { type SubjectConfig, type SubjectFilters, type SubjectListInput, subjectFilters } from '../../subject/index.js';
 import { queryDataVersion } from '../../tenant/index.js';
 import type { Located, SubjectKey } from '../cache/index.js';
 import {
@@ -250,7 +249,7 @@ function fingerprint(keys: readonly SubjectKey[], located: ReadonlyMap<string, L
 }
 
 /**
- * `dataPointAggregates` (issue 17, P57): one numeric item of one extract's points, over a set of subjects,
+ * `dataPointAggregates` (P57): one numeric item of one extract's points, over a set of subjects,
  * bucketed by a time item in a time zone, optionally grouped. The subjects' sets are made as fresh as a
  * read would serve them (DataCache.locate: fetched in provider chunks, single-flight, stale on failure),
  * then aggregated in PostgreSQL. `fractions`: the percentiles the request selects anywhere.
@@ -301,7 +300,7 @@ export async function aggregateDataPoints(
   if (input.groupBy !== 'ITEM' && input.groupByItemKey) errors.add('groupByItemKey', 'groupByItemKey goes with groupBy ITEM.');
   if (fractions.length > MAX_PERCENTILES) errors.add('p', `At most ${MAX_PERCENTILES} distinct percentiles in one request.`);
   if (fractions.some((p) => !(p >= 0 && p <= 1))) errors.add('p', 'A percentile is a fraction from 0 to 1.');
-  const config = await cachedSubjectConfig(ctx.db, tenantId, ctx.principal.configVersion);
+  const config = await ctx.subjects.config(ctx.db, tenantId, ctx.principal.configVersion);
   const filters = subjectFilters(
     config,
     {
