@@ -9,7 +9,7 @@ import { type Context, operationKind } from '../graphql/context.js';
 import type { Admission } from './admission.js';
 import { slicedJson } from './sliced-json.js';
 
-// The Yoga plugins of /graphql: how errors answer (D4, issue 15), what a result carries (D10 stale data),
+// The Yoga plugins of /graphql: how errors answer (D4, P27, P50), what a result carries (D10 stale data),
 // admission, and compilation of repeated documents. The D11 limits are in graphql-limits.ts. A result may be
 // a stream (a subscription's events, the parts of a @defer/@stream query): each of its items is treated
 // as a single result would be.
@@ -18,7 +18,7 @@ import { slicedJson } from './sliced-json.js';
  * Expected errors carry `extensions.http.status` for the REST mapping, but Yoga would answer a whole
  * GraphQL response with the highest such status. Over GraphQL an expected error belongs to its field and
  * the response is 200 with the other fields' data (D4); the status stays visible as `extensions.status`.
- * Except when the service could not run the operation at all (issue 15): no field has data and every
+ * Except when the service could not run the operation at all (P50, P52): no field has data and every
  * error says the database is unavailable (503) or the client is over its share (429); then the response
  * carries that status and its Retry-After, as the REST answer would. A result without `data` is a request
  * error (nothing executed) and answers as GraphQL over HTTP says (P62, `requestErrorRendering`).
@@ -110,7 +110,7 @@ export function wholeOperationRefusal(result: {
 }
 
 /**
- * Every GraphQL error leaves with a code (issue 9): graphql-js's own syntax and validation errors and
+ * Every GraphQL error leaves with a code (D4, P47): graphql-js's own syntax and validation errors and
  * a relay id that does not decode carry none of their own.
  */
 export const everyErrorCoded: Plugin = {
@@ -205,10 +205,10 @@ export const operationInContext: Plugin = {
 };
 
 /**
- * An operation runs once admitted (issue 15): weighed by its cost from the D11 rule (queryLimits), in
+ * An operation runs once admitted (P52): weighed by its cost from the D11 rule (queryLimits), in
  * the tenant's and client's share of the instance. Refused, the whole operation answers 429 or 503 with
  * Retry-After (graphqlErrorsAnswer200). Subscriptions do not pass here: they hold no database work. The
- * units go back when execution is done, before the result is serialised and written (issue 30, F1); a
+ * units go back when execution is done, before the result is serialised and written (P77); a
  * @defer/@stream query's when its last part has been produced (a reader that does not drain the parts
  * stalls them, and the write deadline cuts it).
  */
@@ -263,7 +263,7 @@ export function compiledRepeatedDocuments(): Plugin {
 }
 
 /**
- * One answer per document (issue 18): graphql-jit's errors carry `locations` as a plain property, with no
+ * One answer per document (P62): graphql-jit's errors carry `locations` as a plain property, with no
  * source positions or nodes, so every later rendering (ours, Yoga's serialiser), which rebuilds an error from
  * its source and positions as graphql-js does, dropped them. Placed back in the document's source here, a
  * compiled document's errors read exactly as the interpreted run's.

@@ -63,7 +63,7 @@ export function subjectCaches(): SubjectCaches {
 }
 
 // The configuration once loaded: a page's nodes resolve after its list has loaded it, so their
-// customFieldValues answer synchronously, not through a promise per subject (issue 19). Per request, keyed
+// customFieldValues answer synchronously, not through a promise per subject (P69). Per request, keyed
 // by the context object itself: a copied context only misses (the promise path).
 const requestConfig = createContextCache((ctx: Context) => {
   const entry: { loaded?: SubjectConfig; promise: Promise<SubjectConfig> } = {
