@@ -2,7 +2,6 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Context } from '../../graphql/context.js';
 import type { DataExtractRow } from '../../db/tables.js';
 import { isUniqueViolation } from '../../db/faults.js';
-import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../core/errors.js';
 import { MAX_KEY_LENGTH, MAX_LIST_ITEMS, MAX_NAME_LENGTH } from '../../core/input.js';
 import { requirePermission } from '../../core/permissions.js';
@@ -138,10 +137,9 @@ export async function reportDataChange(ctx: Context, input: DataChangeInput): Pr
   const flagged = extracts
     .map((x) => ({ key: x.key, subjectIds: subjectsBySource.get(x.data_source_key) ?? [] }))
     .filter((x) => x.subjectIds.length > 0);
-  const done = await inTransaction(ctx.db, (trx) =>
-    invalidate(trx, { tenantId, extracts: flagged, kind, removedIds: removed, recreatedIds: recreated }),
+  await ctx.data.answering((trx, answering) =>
+    invalidate(trx, { tenantId, extracts: flagged, kind, removedIds: removed, recreatedIds: recreated }, answering),
   );
-  await ctx.data.delivered(done);
   return { flaggedDataExtractKeys: flagged.map((x) => x.key) };
 }
 
@@ -151,10 +149,9 @@ export async function refreshDataSet(ctx: Context, dataExtractKey: string): Prom
   const { tenantId } = ctx.principal;
   const [extract] = await findExtracts(ctx.db, tenantId, [dataExtractKey]);
   if (!extract) throw new NotFoundError(`No data extract has the key '${dataExtractKey}'.`);
-  const done = await inTransaction(ctx.db, (trx) =>
-    invalidate(trx, { tenantId, extracts: [{ key: dataExtractKey, subjectIds: null }], kind: 'REFRESHED' }),
+  const done = await ctx.data.answering((trx, answering) =>
+    invalidate(trx, { tenantId, extracts: [{ key: dataExtractKey, subjectIds: null }], kind: 'REFRESHED' }, answering),
   );
-  await ctx.data.delivered(done);
   return { dataExtractKey, flaggedEntries: done.flagged };
 }
 
@@ -194,18 +191,17 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
     errors.add('options', 'Options must not contain U+0000.');
   errors.throwIfAny();
 
-  const { row, done } = await inTransaction(ctx.db, async (trx) => {
+  return ctx.data.answering(async (trx, answering) => {
     const existing = await lockExtract(trx, tenantId, input.key);
     if (mode === 'create') {
       if (existing) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
       try {
-        const row = await insertExtract(trx, tenantId, {
+        return await insertExtract(trx, tenantId, {
           key: input.key,
           name: input.name!,
           data_source_key: input.dataSourceKey!,
           options: (options ?? {}) as object,
         });
-        return { row, done: undefined };
       } catch (e) {
         if (isUniqueViolation(e)) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
         throw e;
@@ -219,11 +215,7 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
     };
     const row = await updateExtract(trx, tenantId, input.key, next);
     const changed = next.data_source_key !== existing.data_source_key || !isDeepStrictEqual(next.options, existing.options);
-    const done = changed
-      ? await invalidate(trx, { tenantId, extracts: [{ key: input.key, subjectIds: null }], kind: 'REFRESHED' })
-      : undefined;
-    return { row, done };
+    if (changed) await invalidate(trx, { tenantId, extracts: [{ key: input.key, subjectIds: null }], kind: 'REFRESHED' }, answering);
+    return row;
   });
-  if (done) await ctx.data.delivered(done);
-  return row;
 }

@@ -3,7 +3,7 @@ import type { Config } from '../../../core/config.js';
 import type { EventBus } from '../../../db/event-bus.js';
 import type { Db } from '../../../db/tables.js';
 import type { DataPoint, ExtractWithSource, SecretBox } from '../model/index.js';
-import type { Invalidated } from './invalidation.js';
+import type { Answering } from './invalidation.js';
 import { CacheFetcher, type Want } from './fetcher.js';
 import { CacheStore, type Outcome, type SubjectKey } from './store.js';
 import { CacheSweep } from './sweep.js';
@@ -63,7 +63,8 @@ export class DataCache {
    * invalidation suffices) and starts the periodic sweep for flagged entries whose re-fetch lapsed.
    */
   start(bus?: EventBus): Promise<void> {
-    // An invalidation nobody here waits for (another instance's, a tenant file's) is re-fetched here too.
+    // An invalidation no instance answers (a tenant file's) is re-fetched by every instance that hears it;
+    // the sweeps claim rows with SKIP LOCKED, so each row is still fetched once.
     this.store.follow(bus, () => this.sweep.kick());
     this.sweep.start();
     return Promise.resolve();
@@ -181,11 +182,13 @@ export class DataCache {
   }
 
   /**
-   * After the commit of `invalidate` (this instance answers the change): applies the invalidations here at
-   * once, waits until every instance has them (D10: before the change request is answered), and starts
-   * re-fetching the flagged entries in the background.
+   * Runs `fn` in a transaction of its own, for a change this instance answers: the invalidations it makes
+   * with `invalidate(trx, change, answering)` reach every instance before this resolves (D10: before the
+   * change request is answered), and their flagged entries are re-fetched here in the background.
    */
-  async delivered(...done: readonly Invalidated[]): Promise<void> {
-    if (await this.store.delivered(done.flatMap((d) => d.sent))) this.sweep.kick();
+  async answering<T>(fn: (trx: Db, answering: Answering) => Promise<T>): Promise<T> {
+    const { result, published } = await this.store.answering(fn);
+    if (published > 0) this.sweep.kick();
+    return result;
   }
 }

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { MAX_EVENT_ID_LIST_CHARS, defineTopic, publish } from '../../../db/event-bus.js';
 import type { Db } from '../../../db/tables.js';
 import { type ChangeKind, newBurst, publishDataPointsChange } from '../live/index.js';
@@ -14,9 +13,13 @@ export interface Invalidation {
   s: string[] | null;
 }
 
-/** An invalidation as published: `m` lets the sending instance recognise its own. */
+/**
+ * An invalidation as published: `m` lets the instance answering the change recognise its own (it
+ * re-fetches); `r` marks one whose sender has no DataCache (a tenant file): whoever hears it re-fetches.
+ */
 export interface InvalidationEvent extends Invalidation {
   m?: string;
+  r?: true;
 }
 
 /** The cache invalidation event of every instance's DataCache (D10). */
@@ -28,6 +31,7 @@ export const CACHE_INVALIDATED = defineTopic<InvalidationEvent>('data.cache.inva
     typeof e.t === 'string' &&
     typeof e.x === 'string' &&
     (e.m === undefined || typeof e.m === 'string') &&
+    (e.r === undefined || e.r === true) &&
     (e.s === null || (Array.isArray(e.s) && e.s.every((x) => typeof x === 'string')));
   if (!ok) throw new Error('not a cache invalidation');
   return e as InvalidationEvent;
@@ -46,10 +50,15 @@ export interface DataChange {
   recreatedIds?: readonly string[] | undefined;
 }
 
-/** What `invalidate` did: entries flagged, and the events the sending instance waits for (DataCache.delivered). */
+/** What `invalidate` did: the number of entries flagged. */
 export interface Invalidated {
   flagged: number;
-  sent: InvalidationEvent[];
+}
+
+/** The DataCache of the instance answering the change (DataCache.answering): it expects the events before the commit. */
+export interface Answering {
+  /** Registers an invalidation about to be published; returns the `m` that marks it as this instance's. */
+  expect(inv: Invalidation): string;
 }
 
 /**
@@ -57,13 +66,14 @@ export interface Invalidated {
  * file), in the caller's transaction `trx`: flags the entries (a subject's uncached entry gets a flag-only
  * row, so a fetch in flight cannot store its answer as fresh; an extract's epoch moves), publishes the
  * cache invalidation and the live change, both of which leave on commit. Every instance applies the
- * invalidation when it hears it and starts re-fetching; the instance answering a request applies it at
- * once and waits for its delivery too, by passing the result to `DataCache.delivered` after the commit.
+ * invalidation when it hears it. The instance answering a request (`answering`, its transaction opened by
+ * DataCache.answering) applies it at once, waits for its delivery and re-fetches; without one (a tenant
+ * file), every instance that hears it re-fetches.
  */
-export async function invalidate(trx: Db, change: DataChange): Promise<Invalidated> {
+export async function invalidate(trx: Db, change: DataChange, answering?: Answering): Promise<Invalidated> {
   const { tenantId, kind } = change;
   const burst = newBurst();
-  const out: Invalidated = { flagged: 0, sent: [] };
+  const out: Invalidated = { flagged: 0 };
   for (const x of change.extracts) {
     if (x.subjectIds === null) out.flagged += await flagExtract(trx, tenantId, x.key);
     else {
@@ -72,9 +82,8 @@ export async function invalidate(trx: Db, change: DataChange): Promise<Invalidat
     }
     // Too many subjects for a NOTIFY payload: the whole extract.
     const s = x.subjectIds === null || JSON.stringify(x.subjectIds).length > MAX_EVENT_ID_LIST_CHARS ? null : [...x.subjectIds];
-    const event: InvalidationEvent = { t: tenantId, x: x.key, s, m: randomUUID() };
-    await publish(trx, CACHE_INVALIDATED, event);
-    out.sent.push(event);
+    const inv: Invalidation = { t: tenantId, x: x.key, s };
+    await publish(trx, CACHE_INVALIDATED, answering ? { ...inv, m: answering.expect(inv) } : { ...inv, r: true });
     await publishDataPointsChange(trx, { tenantId, extractKey: x.key, subjectIds: x.subjectIds, kind }, burst);
   }
   return out;

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { Config } from '../../../core/config.js';
@@ -6,7 +7,7 @@ import type { DataCacheRow, Db } from '../../../db/tables.js';
 import { inTransaction } from '../../../db/transaction.js';
 import { newBurst, publishDataPointsChange } from '../live/index.js';
 import { type CacheRowState, type CacheWrite, type DataPoint, readCache, readCacheState, writeCache } from '../model/index.js';
-import { CACHE_INVALIDATED, type Invalidation, type InvalidationEvent } from './invalidation.js';
+import { type Answering, CACHE_INVALIDATED, type Invalidation, type InvalidationEvent } from './invalidation.js';
 
 /** A subject as the cache sees it: its id and the provider's identifier of it (null: it has none). */
 export interface SubjectKey {
@@ -52,10 +53,8 @@ export class CacheStore {
   private readonly generations = new Map<string, number>();
   /** Invalidations this instance published, by `m`, until its subscription hears them. */
   private readonly waiters = new Map<string, () => void>();
-  /** Invalidations heard before their sender waited for them (it registers after its commit). */
-  private readonly heard = new LRUCache<string, true>({ max: 10_000, ttl: 5 * DELIVERY_WAIT_MS });
-  /** Told of every invalidation heard that this instance does not wait for: another's, or a tenant file's. */
-  private onForeign: () => void = () => {};
+  /** Told of every invalidation heard that its sender left to whoever hears it (`r`: a tenant file's). */
+  private onUnanswered: () => void = () => {};
   private subscription: Unsubscribe | undefined;
   /** Whether the LRU may be trusted: every invalidation since it was filled has been heard. */
   private coherent = false;
@@ -77,10 +76,10 @@ export class CacheStore {
 
   /**
    * Follows every instance's invalidations on `bus` (absent: this process is the only one, local
-   * invalidation suffices); `onForeign` hears those this instance does not wait for (to re-fetch).
+   * invalidation suffices); `onUnanswered` hears those no instance answers (to re-fetch).
    */
-  follow(bus: EventBus | undefined, onForeign: () => void): void {
-    this.onForeign = onForeign;
+  follow(bus: EventBus | undefined, onUnanswered: () => void): void {
+    this.onUnanswered = onUnanswered;
     if (!bus) {
       this.coherent = true;
       return;
@@ -192,36 +191,53 @@ export class CacheStore {
   }
 
   /**
-   * After the commit of invalidations this instance published (`invalidate`): applies them here at once
-   * and waits until its own subscription has heard them, so every other instance has them too (D10:
-   * before the change request is answered). Returns whether any was not heard before (then nothing has
-   * started re-fetching it yet).
+   * Runs `fn` in a transaction of its own on the pool (in a caller's, the events would leave only at that
+   * one's commit, after this waited for them); the invalidations it publishes through `answering` reach
+   * this instance's LRU at once and every other instance's before this resolves (D10: before the change
+   * request is answered). Returns `fn`'s result and how many invalidations were published.
    */
-  async delivered(sent: readonly InvalidationEvent[]): Promise<boolean> {
-    for (const e of sent) this.apply(e);
-    const waiting = sent.filter((e) => e.m !== undefined && !this.heard.has(e.m));
-    if (!this.subscription || !this.coherent) return sent.length > 0;
+  async answering<T>(fn: (trx: Db, answering: Answering) => Promise<T>): Promise<{ result: T; published: number }> {
+    let sent: { m: string; inv: Invalidation; delivered: Promise<void> }[] = [];
+    const forget = () => {
+      for (const e of sent) this.waiters.delete(e.m);
+    };
     try {
-      await Promise.all(
-        waiting.map((e) => {
-          const heard = new Promise<void>((resolve) => this.waiters.set(e.m!, resolve));
-          return Promise.race([heard, new Promise<void>((r) => setTimeout(r, DELIVERY_WAIT_MS).unref())]).then(() => {
-            if (!this.waiters.has(e.m!)) return;
-            // The subscription did not hear its own event: it may be hearing nothing. Off with the
-            // in-process cache until an event arrives again.
-            this.coherent = false;
-            this.lru?.clear();
-            this.log.warn(
-              { extract: e.x },
-              'own cache invalidation not received in time; in-process cache off until the listener hears again',
-            );
-          });
-        }),
-      );
+      const result = await inTransaction(this.db, (trx) => {
+        // A deadlock retry runs again: the rolled-back attempt's events never come.
+        forget();
+        sent = [];
+        return fn(trx, {
+          expect: (inv) => {
+            // Registered before the commit, which is when the event leaves: it may arrive before the commit's answer does.
+            const m = randomUUID();
+            const delivered = new Promise<void>((resolve) => this.waiters.set(m, resolve));
+            sent.push({ m, inv, delivered });
+            return m;
+          },
+        });
+      });
+      for (const e of sent) this.apply(e.inv);
+      if (this.subscription && this.coherent) {
+        await Promise.all(
+          sent.map((e) =>
+            Promise.race([e.delivered, new Promise<void>((r) => setTimeout(r, DELIVERY_WAIT_MS).unref())]).then(() => {
+              if (!this.waiters.has(e.m)) return;
+              // The subscription did not hear its own event: it may be hearing nothing. Off with the
+              // in-process cache until an event arrives again.
+              this.coherent = false;
+              this.lru?.clear();
+              this.log.warn(
+                { extract: e.inv.x },
+                'own cache invalidation not received in time; in-process cache off until the listener hears again',
+              );
+            }),
+          ),
+        );
+      }
+      return { result, published: sent.length };
     } finally {
-      for (const e of waiting) this.waiters.delete(e.m!);
+      forget();
     }
-    return waiting.length > 0;
   }
 
   private received(e: InvalidationEvent): void {
@@ -232,10 +248,9 @@ export class CacheStore {
     if (waiter) {
       this.waiters.delete(e.m!);
       waiter();
-    } else {
-      if (e.m) this.heard.set(e.m, true);
-      this.onForeign();
     }
+    // Another instance's answered change is re-fetched by that instance (and by every sweep).
+    if (e.r) this.onUnanswered();
   }
 
   private apply(inv: Invalidation): void {
