@@ -39,7 +39,7 @@ export function tokenFormPage(name: string, demoDefaults: boolean): string {
   for (const [key, value] of Object.entries(defaults)) {
     const slot = `{{${key}}}`;
     if (!filled.includes(slot)) throw new Error(`dist/web/${name} has no ${slot} for the token form`);
-    filled = filled.replaceAll(slot, escapeHtml(value));
+    filled = filled.replaceAll(slot, () => escapeHtml(value));
   }
   return filled;
 }

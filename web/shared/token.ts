@@ -71,7 +71,7 @@ export function handleTokenForm(key: string, onToken: (token: Token) => void): v
         headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
         body,
       });
-      const json = (await res.json().catch(() => ({}))) as {
+      const json = ((await res.json().catch(() => null)) ?? {}) as {
         access_token?: unknown;
         expires_in?: unknown;
         error?: string;
