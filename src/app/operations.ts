@@ -108,7 +108,7 @@ export function mountOperations(
 
   if (metrics) {
     app.use(metrics.http());
-    // Scraped without a token: it holds no tenant, client or request data.
+    // Scraped without a token (P103).
     app.get('/metrics', (_req, res, next) => {
       metrics.registry.metrics().then((text) => res.type(metrics.registry.contentType).send(text), next);
     });
