@@ -3,7 +3,12 @@ import { configDefaults, defineConfig } from 'vitest/config';
 // The same suite runs on PGlite (default) and on PostgreSQL (DATABASE_URL set): see test/global-setup.ts.
 // Files that need a real PostgreSQL server (they terminate its sessions and cut its connections) are left
 // out of the PGlite run, so it neither runs nor reports them as skipped.
-const POSTGRES_ONLY = ['test/db-faults.test.ts', 'test/prepared-statements.test.ts', 'test/hardening-plans.test.ts'];
+const POSTGRES_ONLY = [
+  'test/db-faults.test.ts',
+  'test/fault-table-postgres.test.ts',
+  'test/prepared-statements.test.ts',
+  'test/hardening-plans.test.ts',
+];
 
 export default defineConfig({
   // Node resolves `graphql` to its CommonJS build (no "exports" map); Vite would pick index.mjs for our code

@@ -249,20 +249,6 @@ describe('the engine raises what the table expects', () => {
     expect(expectedErrorOf(e)?.status).toBe(400);
   });
 
-  // PGlite does not enforce statement_timeout (its backend runs on this thread, no timer interrupts it).
-  it.runIf(process.env['DATABASE_URL'])('a statement past statement_timeout is cancelled (503)', async () => {
-    const e = await failure(() =>
-      handle.db.transaction().execute(async (trx) => {
-        await sql`SET LOCAL statement_timeout = 50`.execute(trx);
-        await sql`SELECT pg_sleep(2)`.execute(trx);
-      }),
-    );
-    // PostgreSQL's pool answers it as the expected error already; PGlite's plain pool leaves it to the renderings.
-    const raw = e instanceof ServiceUnavailableError ? e.cause : e;
-    expect(faultOf(raw)?.name).toBe('statement-timeout');
-    expect(expectedErrorOf(e)?.message).toMatch(/took too long/);
-  });
-
   it(`a rolled-back transaction runs again, at most ${TRANSACTION_RUNS} times; other faults never`, async () => {
     const [deadlock] = both({ code: '40P01', message: 'deadlock detected' });
     let runs = 0;
@@ -291,51 +277,6 @@ describe('the engine raises what the table expects', () => {
       }),
     );
     expect(runs).toBe(1);
-  });
-
-  /** A plain `pg` client on this test's PostgreSQL database (the engine's own errors, before the resilient pool). */
-  async function client(): Promise<pg.Client> {
-    const c = new pg.Client({ connectionString: handle.url });
-    c.on('error', () => {});
-    await c.connect();
-    return c;
-  }
-
-  it.runIf(process.env['DATABASE_URL'])('a prepared statement the session lost, or whose result type changed', async () => {
-    const c = await client();
-    try {
-      await c.query({ name: 'fault_s1', text: 'SELECT 1 AS a' });
-      await c.query('DEALLOCATE fault_s1');
-      expect(faultOf(await failure(() => c.query({ name: 'fault_s1', text: 'SELECT 1 AS a' })))?.name).toBe('unusable-prepared');
-      await c.query('CREATE TEMP TABLE fault_r (a int)');
-      await c.query({ name: 'fault_s2', text: 'SELECT * FROM fault_r' });
-      await c.query('ALTER TABLE fault_r ADD COLUMN b int');
-      const e = await failure(() => c.query({ name: 'fault_s2', text: 'SELECT * FROM fault_r' }));
-      expect(e).toMatchObject({ code: '0A000', routine: 'RevalidateCachedQuery' });
-      expect(faultOf(e)?.name).toBe('unusable-prepared');
-    } finally {
-      await c.end();
-    }
-  });
-
-  it.runIf(process.env['DATABASE_URL'])('a serialization failure, and a terminated backend', async () => {
-    const [a, b] = [await client(), await client()];
-    try {
-      await a.query('CREATE TABLE fault_s (id int PRIMARY KEY, n int)');
-      await a.query('INSERT INTO fault_s VALUES (1, 0)');
-      await a.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
-      await a.query('SELECT n FROM fault_s WHERE id = 1');
-      await b.query('UPDATE fault_s SET n = 1 WHERE id = 1');
-      const e = await failure(() => a.query('UPDATE fault_s SET n = 2 WHERE id = 1'));
-      expect(faultOf(e)).toMatchObject({ name: 'transaction-rolled-back', retry: 'transaction' });
-      await a.query('ROLLBACK');
-      const pid = (await a.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      await b.query('SELECT pg_terminate_backend($1)', [pid]);
-      expect(faultOf(await failure(() => a.query('SELECT 1')))).toMatchObject({ name: 'connection-lost', retry: 'statement-if-read' });
-    } finally {
-      await a.end().catch(() => {});
-      await b.end();
-    }
   });
 
   it('a refused connection is an unavailable database (503)', async () => {
