@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { type Response, Router } from 'express';
-import { tokenFormPage, webFile } from './web-files.js';
+import { tokenForm, tokenFormPage, webFile } from './web-files.js';
 
 // The demo dashboard at GET /dashboard (README "Quick start"; outside production, like GraphiQL). One page over the
 // public GraphQL API only, so it doubles as the example a dashboard builder copies: a token form (client
@@ -45,7 +45,11 @@ function packageFile(specifier: string): string {
  */
 export function dashboardRouter({ demoDefaults }: { demoDefaults: boolean }): Router {
   const files: Record<(typeof DASHBOARD_PATHS)[number], { type: string; body: string; cache: string }> = {
-    '/dashboard': { type: 'text/html', body: tokenFormPage('dashboard/index.html', demoDefaults), cache: 'no-store' },
+    '/dashboard': {
+      type: 'text/html',
+      body: tokenFormPage('dashboard/index.html', tokenForm('SSDI dashboard', 'Get a token to load the dashboard.', demoDefaults)),
+      cache: 'no-store',
+    },
     '/dashboard/app.js': { type: 'text/javascript', body: webFile('dashboard/app.js'), cache: 'no-cache' },
     '/dashboard/app.css': { type: 'text/css', body: webFile('dashboard/app.css'), cache: 'no-cache' },
     '/dashboard/uplot.js': { type: 'text/javascript', body: packageFile('uplot/dist/uPlot.iife.min.js'), cache: 'no-cache' },

@@ -1,5 +1,5 @@
 import type { GraphiQLOptions } from 'graphql-yoga';
-import { tokenFormPage, webFile } from './web-files.js';
+import { tokenForm, webFile } from './web-files.js';
 
 /** The query GraphiQL opens with (when the browser holds no earlier tabs): it runs on the demo tenant. */
 export const EXAMPLE_QUERY = `# Get a token above, then press ▶
@@ -53,7 +53,7 @@ export interface GraphiQLYogaOptions {
  */
 export function graphiqlOptions({ enabled, demoDefaults }: { enabled: boolean; demoDefaults: boolean }): GraphiQLYogaOptions {
   if (!enabled) return { graphiql: false };
-  const tokenForm = inlinedTokenForm(demoDefaults);
+  const form = inlinedTokenForm(demoDefaults);
   // The page (about 9 MB: GraphiQL's bundle inlined) is the same for the same options: built once.
   const pages = new Map<string, Promise<string>>();
   return {
@@ -64,7 +64,7 @@ export function graphiqlOptions({ enabled, demoDefaults }: { enabled: boolean; d
       const key = JSON.stringify(options);
       let page = pages.get(key);
       if (!page) {
-        page = import('@graphql-yoga/render-graphiql').then((m) => withTokenForm(m.renderGraphiQL(options), tokenForm));
+        page = import('@graphql-yoga/render-graphiql').then((m) => withTokenForm(m.renderGraphiQL(options), form));
         pages.set(key, page);
         page.catch(() => pages.delete(key));
       }
@@ -86,7 +86,7 @@ function inlinedTokenForm(demoDefaults: boolean): TokenForm {
   if (/<\/style/i.test(style) || /<\/script/i.test(script)) throw new Error('dist/web/graphiql/token-form.* closes its own element');
   return {
     head: `<style>${style}</style>\n`,
-    body: `${tokenFormPage('graphiql/token-form.html', demoDefaults)}<script>${script}</script>\n`,
+    body: `${tokenForm('Token', 'Get a token to load the schema.', demoDefaults)}<script>${script}</script>\n`,
   };
 }
 

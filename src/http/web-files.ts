@@ -30,18 +30,29 @@ export function webFile(name: string): string {
 }
 
 /**
- * A page or fragment of dist/web/ with the token form's `{{tenantKey}}`, `{{clientId}}` and
- * `{{clientSecret}}` filled in (the demo client outside production, else empty).
+ * The token form (web/shared/token-form.html) headed `title`, its status line reading `status`, its fields
+ * pre-filled with the demo client outside production (else empty).
  */
-export function tokenFormPage(name: string, demoDefaults: boolean): string {
+export function tokenForm(title: string, status: string, demoDefaults: boolean): string {
   const defaults = demoDefaults ? DEMO_CLIENT : { tenantKey: '', clientId: '', clientSecret: '' };
-  let filled = webFile(name);
-  for (const [key, value] of Object.entries(defaults)) {
+  const text = Object.entries({ title, status, ...defaults }).map(([key, value]) => [key, escapeHtml(value)]);
+  return filled('shared/token-form.html', Object.fromEntries(text));
+}
+
+/** A page of dist/web/ with its `{{tokenForm}}` replaced by `form` (HTML, from `tokenForm`). */
+export function tokenFormPage(name: string, form: string): string {
+  return filled(name, { tokenForm: form });
+}
+
+/** A file of dist/web/ with each `{{key}}` replaced by its HTML. */
+function filled(name: string, html: Record<string, string>): string {
+  let page = webFile(name);
+  for (const [key, value] of Object.entries(html)) {
     const slot = `{{${key}}}`;
-    if (!filled.includes(slot)) throw new Error(`dist/web/${name} has no ${slot} for the token form`);
-    filled = filled.replaceAll(slot, () => escapeHtml(value));
+    if (!page.includes(slot)) throw new Error(`dist/web/${name} has no ${slot}`);
+    page = page.replaceAll(slot, () => value);
   }
-  return filled;
+  return page;
 }
 
 /** Text for an HTML attribute or element. */

@@ -1,4 +1,4 @@
-// GraphiQL's token form (web/graphiql/token-form.html), inlined in Yoga's page before Yoga's script, whose
+// GraphiQL's token form (web/shared/token-form.html), inlined in Yoga's page before Yoga's script, whose
 // mount call src/http/graphiql.ts turns into `ssdiGraphiQL.render(YogaGraphiQL.renderYogaGraphiQL, root, options)`.
 // With a (current) token, GraphiQL is mounted with it as `additionalHeaders`, which its fetcher sends with
 // every request (introspection included); without one, with `schema: null`, so it does not introspect
