@@ -1,17 +1,12 @@
 import express from 'express';
-import type { Logger } from 'pino';
-import type { Config } from '../core/config.js';
-import type { Db } from '../db/tables.js';
-import type { Listen } from '../db/notifications.js';
 import { type TokenService, authRoutes } from '../domains/auth/index.js';
 import type { DataCache } from '../domains/data/index.js';
 import type { OutboxSender } from '../domains/portal/index.js';
 import { dashboardRouter } from '../http/dashboard.js';
-import type { PoolStats } from '../http/metrics.js';
 import { GRAPHQL_PATH, graphqlEndpoint } from './graphql-endpoint.js';
 import { mountOperations } from './operations.js';
 import { restAdapter, restFallbacks } from './rest.js';
-import { startServices } from './services.js';
+import { type AppInit, startServices } from './services.js';
 
 export interface App {
   app: express.Express;
@@ -35,20 +30,9 @@ export interface App {
  * tests). `listen` (the database handle's) opens the instance's event bus, which carries cache
  * invalidations between instances (D10). The order of the middleware is the order of the steps below.
  */
-export async function buildApp({
-  config,
-  db,
-  logger,
-  listen,
-  poolStats,
-}: {
-  config: Config;
-  db: Db;
-  logger: Logger;
-  listen?: Listen;
-  poolStats?: PoolStats;
-}): Promise<App> {
-  const services = await startServices({ config, db, logger, listen, poolStats });
+export async function buildApp(init: AppInit): Promise<App> {
+  const { config, db, logger } = init;
+  const services = await startServices(init);
   const demo = config.NODE_ENV !== 'production';
   const graphiql = config.GRAPHIQL ?? demo;
   // The demo dashboard (README "Quick start"; P57): a page over the public GraphQL API, outside production like GraphiQL.

@@ -32,19 +32,16 @@ export interface Services {
   close(): Promise<void>;
 }
 
-export async function startServices({
-  config,
-  db,
-  logger,
-  listen,
-  poolStats,
-}: {
+/** What an app is built over: an open, migrated database and its `listen` (opens the event bus), the pool's stats for /metrics. */
+export interface AppInit {
   config: Config;
   db: Db;
   logger: Logger;
   listen?: Listen;
   poolStats?: PoolStats;
-}): Promise<Services> {
+}
+
+export async function startServices({ config, db, logger, listen, poolStats }: AppInit): Promise<Services> {
   const tokens = new TokenService(db, config);
   await tokens.ensureSigningKey();
   // One LISTEN connection per instance carries every topic (the cache's invalidations; later subscriptions).

@@ -296,6 +296,8 @@ export type SigningKey = Selectable<SigningKeyTable>;
 export const SUBJECT_COLUMNS = ['tenant_id', 'id', 'external_id', 'values'] as const;
 export type SubjectRow = Pick<Selectable<SubjectTable>, (typeof SUBJECT_COLUMNS)[number]>;
 export type NewSubjectValue = Insertable<SubjectValueTable>;
+/** A row of `table` as the tenant apply writes it: every column but the tenant's id, which the function adds. */
+export type NewRow<T> = Omit<Insertable<T>, 'tenant_id'>;
 export type AppUserRow = Selectable<AppUserTable>;
 export type DataSourceRow = Selectable<DataSourceTable>;
 export type DataExtractRow = Selectable<DataExtractTable>;

@@ -1,5 +1,5 @@
-import { type Insertable, sql } from 'kysely';
-import type { ClientTable, Db, SigningKey } from '../../db/tables.js';
+import { sql } from 'kysely';
+import type { ClientTable, Db, NewRow, SigningKey } from '../../db/tables.js';
 import { preparedQuery } from '../../db/prepared.js';
 
 // Every authenticated request runs it: compiled once and prepared (P71).
@@ -71,9 +71,6 @@ export async function retireActiveKey(db: Db): Promise<void> {
     .where('retired_at', 'is', null)
     .execute();
 }
-
-/** A row of `table` as the tenant apply writes it: every column but the tenant's id, which the function adds. */
-type NewRow<T> = Omit<Insertable<T>, 'tenant_id'>;
 
 /** The stored secret hash of a client, if the client exists. */
 export async function findClientSecretHash(db: Db, tenantId: string, clientId: string): Promise<string | undefined> {

@@ -1,5 +1,5 @@
-import { type Insertable, sql } from 'kysely';
-import type { Db, InviteMethod, PortalConfigRow, PortalConfigTable, PortalUserRow } from '../../db/tables.js';
+import { sql } from 'kysely';
+import type { Db, InviteMethod, NewRow, PortalConfigRow, PortalConfigTable, PortalUserRow } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 
 /** The tenant's portal block (D9: no row = the portal is not configured). */
@@ -133,7 +133,7 @@ export async function pagePortalUsers(
 }
 
 /** Inserts or overwrites the tenant's portal configuration. */
-export async function upsertPortalConfig(db: Db, tenantId: string, p: Omit<Insertable<PortalConfigTable>, 'tenant_id'>): Promise<void> {
+export async function upsertPortalConfig(db: Db, tenantId: string, p: NewRow<PortalConfigTable>): Promise<void> {
   const row = { tenant_id: tenantId, ...p };
   await db
     .insertInto('portal_config')

@@ -1,9 +1,10 @@
-import { type Insertable, type SqlBool, sql } from 'kysely';
+import { type SqlBool, sql } from 'kysely';
 import { type FieldDef, jsonFieldSortExpr, sqlTypeOf } from '../custom-field/index.js';
 import {
   type DataTypeName,
   type Db,
   ENTITY_COLUMNS,
+  type NewRow,
   type StructuralEntityRecord,
   type StructuralEntityRow,
   type StructureType,
@@ -279,9 +280,6 @@ export async function moveSubtree(
 export async function lockTree(db: Db, tenantId: string): Promise<void> {
   await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`tree:${tenantId}`}, 0))`.execute(db);
 }
-
-/** A row of `table` as the tenant apply writes it: every column but the tenant's id, which the function adds. */
-type NewRow<T> = Omit<Insertable<T>, 'tenant_id'>;
 
 /** The stored custom fields of a structure type, with their data types. */
 export async function findStructureTypeFields(db: Db, tenantId: string, structureTypeKey: string) {

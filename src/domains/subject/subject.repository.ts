@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { type Expression, type Insertable, type SqlBool, sql } from 'kysely';
+import { type Expression, type SqlBool, sql } from 'kysely';
 import type { FieldDef } from '../custom-field/index.js';
 import {
   type Db,
   ENTITY_COLUMNS,
+  type NewRow,
   type NewSubjectValue,
   SUBJECT_COLUMNS,
   type StructuralEntityRow,
@@ -615,7 +616,7 @@ export async function countSubjects(
 }
 
 /** A subject field as the tenant apply writes it. */
-export type SubjectFieldWrite = Omit<Insertable<SubjectFieldTable>, 'tenant_id'>;
+export type SubjectFieldWrite = NewRow<SubjectFieldTable>;
 
 /** What subject indexing reads of a tenant: its fields (by key) and its matching and ExternalId fields. */
 export async function readSubjectIndexConfig(db: Db, tenantId: string) {

@@ -1,5 +1,5 @@
-import { type Insertable, type SqlBool, sql } from 'kysely';
-import type { AppUserRow, AppUserTable, Db } from '../../db/tables.js';
+import { type SqlBool, sql } from 'kysely';
+import type { AppUserRow, AppUserTable, Db, NewRow } from '../../db/tables.js';
 import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
 import { matchesTerm } from '../../db/search.js';
 
@@ -112,7 +112,7 @@ export async function findEntityKeysOfGroups(db: Db, tenantId: string, groupKeys
 }
 
 /** Inserts or updates a user by id (the tenant apply). */
-export async function upsertUser(db: Db, tenantId: string, u: Omit<Insertable<AppUserTable>, 'tenant_id'>): Promise<void> {
+export async function upsertUser(db: Db, tenantId: string, u: NewRow<AppUserTable>): Promise<void> {
   await db
     .insertInto('app_user')
     .values({ tenant_id: tenantId, ...u })

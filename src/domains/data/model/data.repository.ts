@@ -1,5 +1,5 @@
-import { type Insertable, sql } from 'kysely';
-import type { DataCacheRow, DataExtractRow, DataExtractTable, DataSourceRow, DataSourceTable, Db } from '../../../db/tables.js';
+import { sql } from 'kysely';
+import type { DataCacheRow, DataExtractRow, DataExtractTable, DataSourceRow, DataSourceTable, Db, NewRow } from '../../../db/tables.js';
 import { inTransaction } from '../../../db/transaction.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../../db/paging.js';
 import { type DataPoint, holdsExact } from './points.js';
@@ -411,7 +411,7 @@ export async function findSealedClientSecret(db: Db, tenantId: string, sourceKey
 }
 
 /** Inserts or overwrites a data source. */
-export async function upsertDataSource(db: Db, tenantId: string, d: Omit<Insertable<DataSourceTable>, 'tenant_id'>): Promise<void> {
+export async function upsertDataSource(db: Db, tenantId: string, d: NewRow<DataSourceTable>): Promise<void> {
   const row = { tenant_id: tenantId, ...d };
   await db
     .insertInto('data_source')
@@ -431,11 +431,7 @@ export async function findDataExtract(db: Db, tenantId: string, extractKey: stri
 }
 
 /** Inserts or overwrites a data extract (its cache epoch is kept). */
-export async function upsertDataExtract(
-  db: Db,
-  tenantId: string,
-  x: Omit<Insertable<DataExtractTable>, 'tenant_id' | 'cache_epoch'>,
-): Promise<void> {
+export async function upsertDataExtract(db: Db, tenantId: string, x: Omit<NewRow<DataExtractTable>, 'cache_epoch'>): Promise<void> {
   const row = { tenant_id: tenantId, ...x };
   await db
     .insertInto('data_extract')
