@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServiceUnavailableError } from '../src/core/errors.js';
 import { expectedErrorOf, faultOf } from '../src/db/faults.js';
-import { openTestDatabase } from './helpers.js';
+import { failure, openTestDatabase } from './helpers.js';
 
 // The fault table's classes only a PostgreSQL server raises (test/fault-table.test.ts holds the rest, on both
 // databases): a statement timeout (PGlite runs its backend on this thread, no timer interrupts it), a lost or
@@ -16,14 +16,6 @@ describe('the engine raises what the table expects (PostgreSQL only)', () => {
     handle = await openTestDatabase();
   });
   afterAll(() => handle?.dispose());
-
-  /** The error a statement (or a transaction) fails with. */
-  async function failure(run: () => Promise<unknown>): Promise<unknown> {
-    return run().then(
-      () => expect.fail('expected a failure'),
-      (e: unknown) => e,
-    );
-  }
 
   it('a statement past statement_timeout is cancelled (503)', async () => {
     const e = await failure(() =>

@@ -16,7 +16,7 @@ import {
   statementRerun,
 } from '../src/db/faults.js';
 import { inTransaction } from '../src/db/transaction.js';
-import { freePort, openTestDatabase } from './helpers.js';
+import { failure, freePort, openTestDatabase } from './helpers.js';
 
 // The fault table (src/db/faults.ts): each class fed the errors `pg` (pg-protocol's DatabaseError), PGlite
 // (its own DatabaseError, the same fields), Node's sockets and pg-pool really raise, then real statements
@@ -206,14 +206,6 @@ describe('the engine raises what the table expects', () => {
     handle = await openTestDatabase();
   });
   afterAll(() => handle?.dispose());
-
-  /** The error a statement (or a transaction) fails with. */
-  async function failure(run: () => Promise<unknown>): Promise<unknown> {
-    return run().then(
-      () => expect.fail('expected a failure'),
-      (e: unknown) => e,
-    );
-  }
 
   it('a unique violation and a foreign key violation, with their constraints', async () => {
     const e = await failure(() =>

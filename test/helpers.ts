@@ -26,6 +26,14 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+/** The error `run` fails with (the test fails if it succeeds). */
+export async function failure(run: () => Promise<unknown>): Promise<unknown> {
+  return run().then(
+    () => expect.fail('expected a failure'),
+    (e: unknown) => e,
+  );
+}
+
 /** A fresh database for this test file: a copy of the migrated template (PGlite dir or PostgreSQL TEMPLATE). */
 export async function openTestDatabase(
   opts: { preparedStatements?: boolean } = {},
