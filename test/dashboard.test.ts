@@ -23,6 +23,9 @@ declare const document: any;
 declare const window: any;
 
 const NODE = process.execPath;
+/** A number as the page formats it (Chromium's en-US: grouped thousands, at most 2 decimals). */
+const NUMBER = /^\d{1,3}(?:,\d{3})*(?:\.\d{1,2})?$/;
+const parseNumber = (text: string) => Number(text.replaceAll(',', ''));
 const ASSETS = ['/dashboard/app.js', '/dashboard/app.css', '/dashboard/uplot.js', '/dashboard/uplot.css'];
 
 describe('GET /dashboard over HTTP', () => {
@@ -182,7 +185,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
     await page.waitForSelector('#ssdi-status.ssdi-ok');
     expect(await text('#ssdi-status')).toContain('Token for demo / demo-client');
 
-    // The topmost entity with children (Acme Ltd): one series per child (Head office; Sales with the subjects below it).
+    // The topmost entity with children (Acme Ltd): its own total, and one series per child (Head office; Sales with the subjects below it).
     await page.waitForFunction(() => {
       const chart = window.ssdiDashboard?.chart;
       return chart && chart.data.length > 1 && chart.data.slice(1).every((ys: unknown[]) => ys.some((y) => typeof y === 'number'));
@@ -191,7 +194,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
       const c = window.ssdiDashboard.chart;
       return { labels: c.series.slice(1).map((s: any) => s.label), data: c.data as (number | null)[][] };
     });
-    expect(chart.labels.sort()).toEqual(['Head office', 'Sales']);
+    expect(chart.labels.sort()).toEqual(['Acme Ltd (total)', 'Head office', 'Sales']);
     expect(chart.data[0]).toHaveLength(7); // the last 7 days
     for (const ys of chart.data.slice(1)) {
       for (const y of ys) if (y !== null) expect(y).toBeGreaterThanOrEqual(2000); // the provider's steps: 2000 to 16000
@@ -216,6 +219,58 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
     expect(await text('#dash-chart-title')).toMatch(/^Steps per day: daily average of "value" under Acme Ltd/);
   });
 
+  it("draws the entity's own total beside its children, and the legend reads out the hovered day's values", async () => {
+    const own = await page.evaluate(() => {
+      const c = window.ssdiDashboard.chart;
+      return { label: c.series[1].label as string, width: c.series[1].width as number, data: c.data as (number | null)[][] };
+    });
+    expect(own.label).toBe('Acme Ltd (total)');
+    expect(own.width).toBeGreaterThan(2); // thicker than the children's lines
+    // The daily average of all the subjects lies between its children's averages.
+    own.data[1]!.forEach((total, day) => {
+      const children = own.data
+        .slice(2)
+        .map((ys) => ys[day])
+        .filter((y): y is number => typeof y === 'number');
+      if (total === null) return expect(children).toEqual([]);
+      expect(total).toBeGreaterThanOrEqual(Math.min(...children) - 1e-9);
+      expect(total).toBeLessThanOrEqual(Math.max(...children) + 1e-9);
+    });
+
+    const box = (await (await page.$('#dash-plot .u-over'))!.boundingBox())!;
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.waitForFunction(() => {
+      const c = window.ssdiDashboard.chart;
+      return (
+        typeof c.cursor.idx === 'number' &&
+        document.querySelector('#dash-plot .u-legend .u-series:nth-child(2) .u-value')?.textContent !== '–'
+      );
+    });
+    const hovered = await page.evaluate(() => {
+      const c = window.ssdiDashboard.chart;
+      const idx = c.cursor.idx as number;
+      return {
+        labels: c.series.slice(1).map((s: any) => s.label) as string[],
+        ys: c.data.slice(1).map((ys: (number | null)[]) => ys[idx]) as (number | null)[],
+        rows: [...document.querySelectorAll('#dash-plot .u-legend .u-series')].map((tr: any) => [
+          tr.querySelector('.u-label').textContent as string,
+          tr.querySelector('.u-value').textContent as string,
+        ]),
+      };
+    });
+    expect(hovered.rows.map((r) => r[0])).toEqual(['Day', ...hovered.labels]);
+    expect(hovered.labels[0]).toBe('Acme Ltd (total)');
+    expect(hovered.rows[0]![1]).toMatch(/\d/); // the hovered day
+    hovered.rows.slice(1).forEach(([label, text], i) => {
+      const y = hovered.ys[i];
+      expect({ label, y: typeof y }).toEqual({ label, y: 'number' });
+      expect(text).toMatch(NUMBER);
+      expect(Math.abs(parseNumber(text!) - y!)).toBeLessThanOrEqual(0.005 + 1e-9);
+    });
+    await page.screenshot({ path: '/tmp/dashboard-hover.png', fullPage: true });
+    await page.mouse.move(0, 0);
+  });
+
   it("lists the entity's subjects with their latest values (the values deferred)", async () => {
     await page.waitForFunction(() => document.querySelectorAll('#dash-subjects tbody tr .dash-latest:not(.dash-pending)').length === 3);
     const rows = await page.$$eval('#dash-subjects tbody tr', (trs) =>
@@ -227,7 +282,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
       ['E-1003', 'Lars Berg', 'Head office'],
     ]);
     for (const r of rows) {
-      expect(r[3]).toMatch(/^\d+$/);
+      expect(r[3]).toMatch(NUMBER);
       expect(r[4]).toMatch(/^\d{4}-\d\d-\d\d$/);
     }
     await page.screenshot({ path: '/tmp/dashboard.png', fullPage: true });
@@ -239,7 +294,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
       value: document.querySelector('#dash-subjects tr[data-subject="E-1001"] .dash-latest')!.textContent,
       sales: window.ssdiDashboard.chart.data[1 + window.ssdiDashboard.chart.series.slice(1).findIndex((s: any) => s.label === 'Sales')],
     }));
-    expect(before.value).toMatch(/^\d+$/);
+    expect(before.value).toMatch(NUMBER);
 
     // Watching the page from before the command starts; the clock runs from the moment its POST was answered.
     let shownAt = 0;
@@ -279,7 +334,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
       sales: window.ssdiDashboard.chart.data[1 + window.ssdiDashboard.chart.series.slice(1).findIndex((s: any) => s.label === 'Sales')],
       live: document.getElementById('dash-live')!.textContent,
     }));
-    expect(after.cell).toMatch(new RegExp(`^\\d+\\s*was ${before.value}$`));
+    expect(after.cell).toMatch(new RegExp(`^${NUMBER.source.slice(1, -1)}\\s*was ${before.value}$`));
     expect(after.sales).not.toEqual(before.sales);
     expect(after.live).toMatch(/^Updated at .*: changed steps-week for E-1001/);
     await page.screenshot({ path: '/tmp/dashboard-live.png', fullPage: true });
@@ -296,10 +351,33 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
         error: document.getElementById('dash-error').hidden ? '' : document.getElementById('dash-error').textContent,
       }));
     };
-    expect(await chartAfter('entity', 'sales')).toEqual({ labels: ['Sales North', 'Sales South'], days: 7, error: '' });
+    expect(await chartAfter('entity', 'sales')).toEqual({ labels: ['Sales (total)', 'Sales North', 'Sales South'], days: 7, error: '' });
     expect(await chartAfter('entity', 'hq')).toEqual({ labels: ['Head office'], days: 7, error: '' });
     expect(await chartAfter('days', '90')).toEqual({ labels: ['Head office'], days: 90, error: '' });
     expect(new URL(page.url()).search).toBe('?extract=steps-week&entity=hq&days=90&measure=average&value=value&time=date');
+  });
+
+  it('shows the picked measure in the first tile: the sum and the count of the points over the range', async () => {
+    for (const measure of ['sum', 'count', 'average'] as const) {
+      await page.evaluate(() => (window.shownData = window.ssdiDashboard.chart.data));
+      await page.select('#dash-controls select[name=measure]', measure);
+      await page.waitForFunction(() => window.ssdiDashboard.chart?.data !== window.shownData && !window.ssdiDashboard.refreshing);
+      const shown = await page.evaluate(() => ({
+        label: document.querySelector('#dash-summary [data-tile=measure] span').textContent as string,
+        value: document.querySelector('#dash-summary [data-tile=measure] b').textContent as string,
+        daily: (window.ssdiDashboard.chart.data[1] as (number | null)[]).filter((y) => y !== null) as number[],
+        points: [...document.querySelectorAll('#dash-summary span')].some((span: any) => span.textContent === 'data points'),
+      }));
+      expect(shown.label).toBe(`${measure} of value`);
+      expect(shown.value).toMatch(NUMBER);
+      const total = shown.daily.reduce((a, b) => a + b, 0);
+      // Over the range: the sum (and the count) of the daily ones; the average between the days' least and most.
+      if (measure === 'average') {
+        expect(parseNumber(shown.value)).toBeGreaterThanOrEqual(Math.min(...shown.daily) - 0.005);
+        expect(parseNumber(shown.value)).toBeLessThanOrEqual(Math.max(...shown.daily) + 0.005);
+      } else expect(Math.abs(parseNumber(shown.value) - total)).toBeLessThanOrEqual(0.005);
+      expect(shown.points).toBe(measure !== 'count'); // the count is not shown twice
+    }
   });
 
   it('made no request outside the service, and the page logged no error (no CSP violation)', () => {

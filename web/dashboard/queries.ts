@@ -8,7 +8,7 @@ import type {
 
 /**
  * The GraphQL documents the page sends, shown on the page too (the example a dashboard builder copies).
- * `options` fills the pickers; `chart` is the daily aggregate per child entity; `subjects` lists the
+ * `options` fills the pickers; `chart` is the daily aggregate of the entity and of each child entity; `subjects` lists the
  * entity's subjects at once and their latest data point later (@defer: the provider may be slow);
  * `changes` is the live subscription, each event of which re-sends `chart` and `subjects`.
  * `npm run codegen` types their answers (below) and test/dashboard.test.ts validates them against the service's
@@ -21,7 +21,7 @@ export const DASHBOARD_QUERIES = {
 }`,
   chart: /* GraphQL */ `query DashboardChart($input: DataPointAggregatesInput!) {
   dataPointAggregates(input: $input) {
-    aggregates { count subjectCount average min max percentiles(p: [0.5, 0.9]) }
+    aggregates { count subjectCount sum average min max percentiles(p: [0.5, 0.9]) }
     coverage { subjectCount contributingSubjectCount staleSubjectCount unavailableSubjectCount }
     buckets { start startsAt aggregates { count sum average min max } }
     groupedAggregates {

@@ -1,6 +1,7 @@
 // The entity's subjects and their latest values (@defer: the list first, the provider's data after); a
 // value a live change replaced is shown beside the new one.
 import { byId } from '../shared/dom.js';
+import { formatNumber } from './format.js';
 import { type Result, gqlStream, merge } from './graphql.js';
 import { DASHBOARD_QUERIES as Q, type Subject, type SubjectsData } from './queries.js';
 import { type Settings, fail, state } from './state.js';
@@ -56,17 +57,17 @@ function renderSubjects(data: SubjectsData | null | undefined, s: Settings): voi
     const known = state.latest.get(node.subjectId);
     if (latest.value === undefined) {
       // Not here yet (deferred): the value shown before, greyed.
-      cell(known ?? '…', 'num dash-latest dash-pending');
+      cell(known === undefined ? '…' : formatNumber(known), 'num dash-latest dash-pending');
       cell('');
     } else {
       if (known !== undefined && known !== latest.value) state.was.set(node.subjectId, known);
       state.latest.set(node.subjectId, latest.value);
-      const td = cell(latest.value ?? '–', 'num dash-latest');
+      const td = cell(formatNumber(latest.value), 'num dash-latest');
       if (state.was.has(node.subjectId)) {
         tr.className = 'dash-changed';
         const was = document.createElement('span');
         was.className = 'dash-was';
-        was.textContent = `was ${state.was.get(node.subjectId) ?? '–'}`;
+        was.textContent = `was ${formatNumber(state.was.get(node.subjectId))}`;
         td.append(was);
       }
       cell(latest.time ?? '', 'dash-time');
