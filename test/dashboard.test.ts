@@ -357,8 +357,8 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
     expect(new URL(page.url()).search).toBe('?extract=steps-week&entity=hq&days=90&measure=average&value=value&time=date');
   });
 
-  it('shows the picked measure in the first tile: the sum and the count of the points over the range', async () => {
-    for (const measure of ['sum', 'count', 'average'] as const) {
+  it('shows the picked measure in the first tile: the sum, the count and the median of the points over the range', async () => {
+    for (const measure of ['sum', 'count', 'median', 'average'] as const) {
       await page.evaluate(() => (window.shownData = window.ssdiDashboard.chart.data));
       await page.select('#dash-controls select[name=measure]', measure);
       await page.waitForFunction(() => window.ssdiDashboard.chart?.data !== window.shownData && !window.ssdiDashboard.refreshing);
@@ -366,17 +366,19 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
         label: document.querySelector('#dash-summary [data-tile=measure] span').textContent as string,
         value: document.querySelector('#dash-summary [data-tile=measure] b').textContent as string,
         daily: (window.ssdiDashboard.chart.data[1] as (number | null)[]).filter((y) => y !== null) as number[],
-        points: [...document.querySelectorAll('#dash-summary span')].some((span: any) => span.textContent === 'data points'),
+        labels: [...document.querySelectorAll('#dash-summary span')].map((span: any) => span.textContent as string),
       }));
       expect(shown.label).toBe(`${measure} of value`);
       expect(shown.value).toMatch(NUMBER);
       const total = shown.daily.reduce((a, b) => a + b, 0);
-      // Over the range: the sum (and the count) of the daily ones; the average between the days' least and most.
-      if (measure === 'average') {
+      // Over the range: the sum (and the count) of the daily ones; the average (and the median) between the days' least and most.
+      if (measure === 'average' || measure === 'median') {
         expect(parseNumber(shown.value)).toBeGreaterThanOrEqual(Math.min(...shown.daily) - 0.005);
         expect(parseNumber(shown.value)).toBeLessThanOrEqual(Math.max(...shown.daily) + 0.005);
       } else expect(Math.abs(parseNumber(shown.value) - total)).toBeLessThanOrEqual(0.005);
-      expect(shown.points).toBe(measure !== 'count'); // the count is not shown twice
+      // The picked measure is not shown twice.
+      expect(shown.labels.includes('data points')).toBe(measure !== 'count');
+      expect(shown.labels.includes('median')).toBe(measure !== 'median');
     }
   });
 

@@ -31,7 +31,7 @@ export async function loadChart(s: Settings): Promise<void> {
     // Every child is a group; the cost counts buckets × maxGroups, so no more are asked for than there are.
     maxGroups: Math.min(100, Math.max(1, state.entities.filter((e) => e.parentKey === s.entity).length)),
   };
-  const { data, errors } = await gql<ChartData>(Q.chart, { input });
+  const { data, errors } = await gql<ChartData>(Q.chart, { input, median: s.measure === 'median' });
   if (errors?.length) fail('Chart', errors[0]);
   renderSummary(data?.dataPointAggregates, s);
   renderChart(data?.dataPointAggregates, s, input);
@@ -43,10 +43,10 @@ function renderSummary(agg: Aggregate | null | undefined, s: Settings): void {
   const p = a?.percentiles ?? [];
   // The first tile is the picked measure over the whole range; the others describe the points behind it.
   const figures: [string, unknown][] = [
-    [`${s.measure} of ${s.valueItem}`, a?.[s.measure]],
+    [`${s.measure} of ${s.valueItem}`, s.measure === 'median' ? p[0] : a?.[s.measure]],
     ...(s.measure === 'count' ? [] : ([['data points', a?.count]] as [string, unknown][])),
     ['subjects with data', c ? `${c.contributingSubjectCount} of ${c.subjectCount}` : a?.subjectCount],
-    ['median', p[0]],
+    ...(s.measure === 'median' ? [] : ([['median', p[0]]] as [string, unknown][])),
     ['90th percentile', p[1]],
     ['min – max', a?.min === undefined || a.min === null ? null : `${formatNumber(a.min)} – ${formatNumber(a.max)}`],
     ['stale / unavailable', c ? `${c.staleSubjectCount} / ${c.unavailableSubjectCount}` : null],
@@ -95,7 +95,9 @@ function renderChart(agg: Aggregate | null | undefined, s: Settings, input: Char
   for (let d = input.from; d < input.to; d = addDays(d, 1)) days.push(d);
   const xs = days.map((d) => dayOf(d).getTime() / 1000);
   const ys = groups.map((g) => {
-    const byDay = new Map(g.buckets.map((b) => [b.start.slice(0, 10), b.aggregates[s.measure] ?? null]));
+    const byDay = new Map(
+      g.buckets.map((b) => [b.start.slice(0, 10), (s.measure === 'median' ? b.aggregates.median?.[0] : b.aggregates[s.measure]) ?? null]),
+    );
     return days.map((d) => byDay.get(d) ?? null);
   });
   const data: uPlot.AlignedData = [xs, ...ys];

@@ -8,7 +8,7 @@ import type {
 
 /**
  * The GraphQL documents the page sends, shown on the page too (the example a dashboard builder copies).
- * `options` fills the pickers; `chart` is the daily aggregate of the entity and of each child entity; `subjects` lists the
+ * `options` fills the pickers; `chart` is the daily aggregate of the entity and of each child entity (the daily medians only when picked: they cost sorts); `subjects` lists the
  * entity's subjects at once and their latest data point later (@defer: the provider may be slow);
  * `changes` is the live subscription, each event of which re-sends `chart` and `subjects`.
  * `npm run codegen` types their answers (below) and test/dashboard.test.ts validates them against the service's
@@ -19,15 +19,15 @@ export const DASHBOARD_QUERIES = {
   dataExtracts(first: 100, orderBy: "name") { edges { node { key name } } }
   structuralEntities(first: 1000, orderBy: "displayName") { edges { node { key displayName depth parentKey } } }
 }`,
-  chart: /* GraphQL */ `query DashboardChart($input: DataPointAggregatesInput!) {
+  chart: /* GraphQL */ `query DashboardChart($input: DataPointAggregatesInput!, $median: Boolean!) {
   dataPointAggregates(input: $input) {
     aggregates { count subjectCount sum average min max percentiles(p: [0.5, 0.9]) }
     coverage { subjectCount contributingSubjectCount staleSubjectCount unavailableSubjectCount }
-    buckets { start startsAt aggregates { count sum average min max } }
+    buckets { start startsAt aggregates { count sum average min max median: percentiles(p: [0.5]) @include(if: $median) } }
     groupedAggregates {
       key
       structuralEntity { key displayName }
-      buckets { start startsAt aggregates { count sum average min max } }
+      buckets { start startsAt aggregates { count sum average min max median: percentiles(p: [0.5]) @include(if: $median) } }
     }
   }
 }`,

@@ -4,7 +4,7 @@ import { byId, field, messageOf } from '../shared/dom.js';
 import type { Token } from '../shared/token.js';
 import type { Change, Entity, Extract } from './queries.js';
 
-export type Measure = 'average' | 'sum' | 'min' | 'max' | 'count';
+export type Measure = 'average' | 'sum' | 'min' | 'max' | 'count' | 'median';
 
 /** The pickers' values. */
 export interface Settings {
