@@ -9,7 +9,8 @@ import type {
 /**
  * The GraphQL documents the page sends, shown on the page too (the example a dashboard builder copies).
  * `options` fills the pickers; `chart` is the daily aggregate of the entity and of each child entity (the daily medians only when picked: they cost sorts); `subjects` lists the
- * entity's subjects at once and their latest data point later (@defer: the provider may be slow);
+ * entity's subjects at once and their latest and earliest data points later (@defer: the provider may be slow;
+ * the earliest ones tell how many days back the data goes);
  * `changes` is the live subscription, each event of which re-sends `chart` and `subjects`.
  * `npm run codegen` types their answers (below) and test/dashboard.test.ts validates them against the service's
  * schema; the GraphQL comment marks each for codegen.
@@ -40,6 +41,9 @@ export const DASHBOARD_QUERIES = {
       structuralEntities(first: 1) { edges { node { key displayName } } }
       ... @defer(label: "latest") {
         dataPoints(extractKey: $extract, first: 1, orderBy: $timeItem, orderDirection: DESCENDING) {
+          edges { node { id items { key valueText } } }
+        }
+        earliest: dataPoints(extractKey: $extract, first: 1, orderBy: $timeItem, orderDirection: ASCENDING) {
           edges { node { id items { key valueText } } }
         }
       }

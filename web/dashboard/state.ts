@@ -88,6 +88,23 @@ export function setLive(stateName: 'connecting' | 'open' | 'error', text: string
   live.textContent = text;
 }
 
+/**
+ * Offers only the day ranges the data needs: those up to the first that reaches back to `earliest` (the
+ * earliest data point's date); a range picked beyond them is narrowed, which reloads the page's data.
+ */
+export function clampDays(earliest: string | null): void {
+  const select = field<HTMLSelectElement>(controls, 'days');
+  const ranges = [...select.options].map((o) => Number(o.value));
+  // No data (or none known): every range is offered.
+  const held = earliest ? Math.round((dayOf(ymd(new Date())).getTime() - dayOf(earliest).getTime()) / 86_400_000) + 1 : Infinity;
+  const enough = ranges.find((n) => n >= held) ?? Math.max(...ranges);
+  for (const o of select.options) o.disabled = Number(o.value) > enough;
+  if (Number(select.value) > enough) {
+    select.value = String(enough);
+    select.dispatchEvent(new Event('change', { bubbles: true }));
+  }
+}
+
 // Dates as the service's `start` (yyyy-MM-dd, local).
 const pad = (n: number) => String(n).padStart(2, '0');
 export const ymd = (d: Date): string => `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;

@@ -4,7 +4,7 @@ import { byId } from '../shared/dom.js';
 import { formatNumber } from './format.js';
 import { type Result, gqlStream, merge } from './graphql.js';
 import { DASHBOARD_QUERIES as Q, type Subject, type SubjectsData } from './queries.js';
-import { type Settings, fail, state } from './state.js';
+import { type Settings, clampDays, fail, state } from './state.js';
 
 export async function loadSubjects(s: Settings): Promise<void> {
   const result: Result<SubjectsData> = { data: null, errors: [] };
@@ -23,6 +23,15 @@ export async function loadSubjects(s: Settings): Promise<void> {
     },
   );
   if (result.errors?.length) fail('Subjects', result.errors[0]);
+  clampDays(earliestOf(result.data, s));
+}
+
+/** The earliest date of the listed subjects' data points (yyyy-MM-dd), if any: the extent of the data shown (the first 100 subjects'). */
+function earliestOf(data: SubjectsData | null | undefined, s: Settings): string | null {
+  const dates = (data?.subjects?.edges ?? [])
+    .map(({ node }) => node.earliest?.edges[0]?.node.items.find((i) => i.key === s.timeItem)?.valueText?.slice(0, 10))
+    .filter((d): d is string => !!d && /^\d{4}-\d\d-\d\d$/.test(d));
+  return dates.length ? dates.reduce((a, b) => (a < b ? a : b)) : null;
 }
 
 /** The subject's latest value and time; value `undefined` while its deferred part has not arrived. */
