@@ -366,6 +366,36 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
     expect(new URL(page.url()).search).toBe('?extract=steps-week&entity=hq&days=7&measure=average&value=value&time=date');
   });
 
+  it("asks for 90 days of the chart (the page's longest range) within the query limits, median included (D11)", async () => {
+    // The page offers only the ranges its data needs; this is its worst question, sent as it would send it.
+    const form = { grant_type: 'client_credentials', tenant_key: 'demo', client_id: 'demo-client', client_secret: 'demo-client-secret' };
+    const token = ((await (await fetch(`${base}/connect/token`, { method: 'POST', body: new URLSearchParams(form) })).json()) as any)
+      .access_token as string;
+    // [from, to): the last 90 days, today included.
+    const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+    const [from, to] = [day(-89), day(1)];
+    for (const [entity, maxGroups] of [
+      ['hq', 1],
+      ['acme', 2],
+    ] as const) {
+      const input = { extractKey: 'steps-week', valueItemKey: 'value', timeItemKey: 'date', interval: 'DAY', from, to, timeZone: 'UTC' };
+      const res = await fetch(`${base}/graphql`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          query: DASHBOARD_QUERIES.chart,
+          variables: {
+            input: { ...input, structuralEntityKey: entity, includeDescendants: true, groupBy: 'CHILD_ENTITY', maxGroups },
+            median: true,
+          },
+        }),
+      });
+      const body = (await res.json()) as { data?: { dataPointAggregates: { buckets: unknown[] } }; errors?: unknown[] };
+      expect({ entity, status: res.status, errors: body.errors }).toEqual({ entity, status: 200, errors: undefined });
+      expect(body.data!.dataPointAggregates.buckets).toHaveLength(90);
+    }
+  });
+
   it('shows the picked measure in the first tile: the sum, the count and the median of the points over the range', async () => {
     for (const measure of ['sum', 'count', 'median', 'average'] as const) {
       await page.evaluate(() => (window.shownData = window.ssdiDashboard.chart.data));
