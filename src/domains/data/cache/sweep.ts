@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../../../core/config.js';
 import type { DataCacheRow, Db } from '../../../db/tables.js';
 import { findSubjectsByIds, loadSubjectConfig } from '../../subject/index.js';
-import { type DataPoint, claimFlagged, findExtracts, identifierOf } from '../model/index.js';
+import { type DataPoint, claimFlagged, findExtracts, identifierOf, releaseClaims } from '../model/index.js';
 import type { CacheFetcher, Want } from './fetcher.js';
 import type { CacheStore } from './store.js';
 
@@ -11,17 +11,34 @@ const CLAIM_BATCH = 200;
 const CLAIM_LEASE_SECONDS = 120;
 const SWEEP_INTERVAL_MS = 30_000;
 const CLOSE_WAIT_MS = 5_000;
+/**
+ * The coalescing window of invalidations (P105): a sweep starts SWEEP_QUIET_MS after the last of a
+ * burst and fetches whole batches of PROVIDER_BATCH_SIZE per extract; what is short of a whole batch
+ * waits until no invalidation came for SWEEP_SETTLE_MS, at most SWEEP_MAX_DELAY_MS after the first.
+ */
+const SWEEP_QUIET_MS = 100;
+const SWEEP_SETTLE_MS = 500;
+const SWEEP_MAX_DELAY_MS = 5_000;
 
 /**
- * The background re-fetch of flagged entries that hold data: after an invalidation (`kick`) and every
- * 30 s. Rows are claimed first (FOR UPDATE SKIP LOCKED, with a lease), so with several instances one of
- * them re-fetches an entry and a crashed instance's claims lapse; at most PROVIDER_REFETCH_CONCURRENCY
- * provider calls run at once.
+ * The background re-fetch of flagged entries that hold data: after invalidations (`kick`, coalesced as
+ * above) and every 30 s. Rows are claimed first (FOR UPDATE SKIP LOCKED, with a lease), so with several
+ * instances one of them re-fetches an entry and a crashed instance's claims lapse; at most
+ * PROVIDER_REFETCH_CONCURRENCY provider calls run at once.
  */
 export class CacheSweep {
   private readonly refetchLimit;
+  private readonly batch: number;
+  private readonly claimBatch: number;
+  /** The sweep scheduled after invalidations; the current burst's last one, and when it ends at the latest. */
+  private pending: NodeJS.Timeout | undefined;
+  private lastKick = 0;
+  private burstUntil: number | undefined;
+  /** Rows short of a whole batch were given back: they are swept once the burst settles. */
+  private held = false;
   private sweeping: Promise<void> | undefined;
-  private sweepAgain = false;
+  /** Asked to sweep during a sweep: sweep again after it. */
+  private again = false;
   private closed = false;
   private timer: NodeJS.Timeout | undefined;
 
@@ -33,50 +50,99 @@ export class CacheSweep {
     private readonly log: Logger,
   ) {
     this.refetchLimit = bulkhead(config.PROVIDER_REFETCH_CONCURRENCY, Number.POSITIVE_INFINITY);
+    this.batch = config.PROVIDER_BATCH_SIZE;
+    // Whole batches per claim: a claim cut short of one would cost an extra provider call.
+    this.claimBatch = Math.ceil(CLAIM_BATCH / this.batch) * this.batch;
   }
 
   /** Starts the periodic sweep, and a first one now (entries a previous run left flagged). */
   start(): void {
-    this.timer = setInterval(() => this.kick(), SWEEP_INTERVAL_MS);
+    // Not whole during a burst: it is swept as it settles.
+    this.timer = setInterval(() => this.run(), SWEEP_INTERVAL_MS);
     this.timer.unref();
-    this.kick();
+    this.run();
   }
 
   /** Stops sweeping; waits for the sweep in progress, at most CLOSE_WAIT_MS (a provider call in it may take long). */
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
+    clearTimeout(this.pending);
     await Promise.race([this.sweeping?.catch(() => {}), new Promise((r) => setTimeout(r, CLOSE_WAIT_MS).unref())]);
   }
 
-  /** Schedules a sweep (coalesced: one at a time per instance, one more if kicked during it). */
+  /** Schedules a sweep after an invalidation (coalesced, see SWEEP_QUIET_MS). */
   kick(): void {
     if (this.closed) return;
+    const now = Date.now();
+    // A burst past its end but still going on is swept whole at once (run), not started again.
+    if (this.burstUntil === undefined || now - this.lastKick >= SWEEP_SETTLE_MS) this.burstUntil = now + SWEEP_MAX_DELAY_MS;
+    this.lastKick = now;
+    this.schedule(SWEEP_QUIET_MS);
+  }
+
+  /** The burst's sweep in `ms`, or at its latest end. */
+  private schedule(ms: number): void {
+    clearTimeout(this.pending);
+    this.pending = setTimeout(
+      () => {
+        this.pending = undefined;
+        this.run();
+      },
+      Math.max(0, Math.min(ms, (this.burstUntil ?? 0) - Date.now())),
+    );
+    this.pending.unref();
+  }
+
+  /** Sweeps now (one at a time per instance, one more if asked during it). */
+  private run(): void {
+    if (this.closed) return;
     if (this.sweeping) {
-      this.sweepAgain = true;
+      this.again = true;
       return;
     }
-    this.sweeping = this.sweep()
+    const now = Date.now();
+    // No burst, or it settled or reached its end: every flagged row; invalidations from now on start another burst.
+    const whole = this.burstUntil === undefined || now >= this.burstUntil || now - this.lastKick >= SWEEP_SETTLE_MS;
+    if (whole) this.burstUntil = undefined;
+    this.sweeping = this.sweep(whole)
       .catch((e: unknown) => this.log.error({ err: e }, 'background re-fetch failed'))
       .finally(() => {
         this.sweeping = undefined;
-        if (this.sweepAgain && !this.closed) {
-          this.sweepAgain = false;
-          this.kick();
-        }
+        const { again, held } = this;
+        this.again = false;
+        this.held = false;
+        if (again && !this.closed) this.run();
+        else if (held && !this.pending && !this.closed) this.schedule(this.lastKick + SWEEP_SETTLE_MS - Date.now());
       });
   }
 
-  private async sweep(): Promise<void> {
+  /**
+   * Claims and re-fetches flagged rows until none are left. Not `whole` (a burst not settled yet): an
+   * extract's rows short of a whole batch are given back, for the sweep once it settles.
+   */
+  private async sweep(whole: boolean): Promise<void> {
     for (;;) {
-      const rows = await claimFlagged(this.db, CLAIM_BATCH, CLAIM_LEASE_SECONDS);
+      const rows = await claimFlagged(this.db, this.claimBatch, CLAIM_LEASE_SECONDS);
       if (rows.length === 0 || this.closed) return;
       const groups = new Map<string, DataCacheRow[]>();
       for (const r of rows)
         groups.set(`${r.tenant_id}\u0001${r.extract_key}`, [...(groups.get(`${r.tenant_id}\u0001${r.extract_key}`) ?? []), r]);
       const runs: Promise<unknown>[] = [];
-      for (const group of groups.values()) {
-        const { tenant_id: tenantId, extract_key: extractKey } = group[0]!;
+      let kept = 0;
+      for (const claimed of groups.values()) {
+        const { tenant_id: tenantId, extract_key: extractKey } = claimed[0]!;
+        const keep = whole ? claimed.length : claimed.length - (claimed.length % this.batch);
+        if (keep < claimed.length) this.held = true;
+        const group = claimed.slice(0, keep);
+        await releaseClaims(
+          this.db,
+          tenantId,
+          extractKey,
+          claimed.slice(keep).map((r) => r.subject_id),
+        );
+        kept += group.length;
+        if (group.length === 0) continue;
         const gen = this.store.generation(tenantId, extractKey);
         const [extract] = await findExtracts(this.db, tenantId, [extractKey]);
         if (!extract) continue;
@@ -104,7 +170,8 @@ export class CacheSweep {
         runs.push(...outcomes.values());
       }
       await Promise.all(runs);
-      if (rows.length < CLAIM_BATCH) return;
+      // Nothing fetched: what was claimed waits for the sweep scheduled after the invalidations to come.
+      if (rows.length < this.claimBatch || kept === 0) return;
     }
   }
 }

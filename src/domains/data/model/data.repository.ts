@@ -303,6 +303,18 @@ export async function claimFlagged(db: Db, limit: number, leaseSeconds: number):
     .execute();
 }
 
+/** Gives claimed rows of one extract back to the next sweep (their lease ends now). */
+export async function releaseClaims(db: Db, tenantId: string, extractKey: string, subjectIds: readonly string[]): Promise<void> {
+  if (subjectIds.length === 0) return;
+  await db
+    .updateTable('data_cache')
+    .set({ refetch_claimed_until: null })
+    .where('tenant_id', '=', tenantId)
+    .where('extract_key', '=', extractKey)
+    .where('subject_id', 'in', subjectIds)
+    .execute();
+}
+
 /** The extract of this key, locked FOR UPDATE for the caller's transaction (which creates or changes it). */
 export async function lockExtract(db: Db, tenantId: string, key: string): Promise<DataExtractRow | undefined> {
   const [existing] = await db
