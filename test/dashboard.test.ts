@@ -219,6 +219,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
     expect(await text('#dash-chart-title')).toMatch(/^Steps per day: daily average of "value" under Acme Ltd/);
   });
 
+  // P104, P106
   it("draws the entity's own total beside its children, and the legend reads out the hovered day's values", async () => {
     const own = await page.evaluate(() => {
       const c = window.ssdiDashboard.chart;
@@ -340,6 +341,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
     await page.screenshot({ path: '/tmp/dashboard-live.png', fullPage: true });
   });
 
+  // P108
   it('charts another entity with its own children, a leaf entity as one series, and offers only the day ranges the data needs', async () => {
     const chartAfter = async (select: string, value: string) => {
       await page.evaluate(() => (window.shownData = window.ssdiDashboard.chart.data));
@@ -366,6 +368,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
     expect(new URL(page.url()).search).toBe('?extract=steps-week&entity=hq&days=7&measure=average&value=value&time=date');
   });
 
+  // P108, D11
   it("asks for 90 days of the chart (the page's longest range) within the query limits, median included (D11)", async () => {
     // The page offers only the ranges its data needs; this is its worst question, sent as it would send it.
     const form = { grant_type: 'client_credentials', tenant_key: 'demo', client_id: 'demo-client', client_secret: 'demo-client-secret' };
@@ -396,6 +399,7 @@ describe.skipIf(!hasBrowser)('the dashboard in a headless browser, on the demo t
     }
   });
 
+  // P107
   it('shows the picked measure in the first tile: the sum, the count and the median of the points over the range', async () => {
     for (const measure of ['sum', 'count', 'median', 'average'] as const) {
       await page.evaluate(() => (window.shownData = window.ssdiDashboard.chart.data));
