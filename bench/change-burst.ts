@@ -17,7 +17,7 @@ import { loadConfig } from '../src/core/config.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { createAppServer } from '../src/http/app-server.js';
 import { FakeProvider, createDataTenant } from '../test/fake-provider.js';
-import type { TestApp } from '../test/helpers.js';
+import { type TestApp, pool } from '../test/helpers.js';
 import { onCleanup, runMain } from './processes.js';
 import { createBenchDatabase } from './seed.js';
 import { envNumber } from './service.js';
@@ -27,20 +27,6 @@ const POSTS = envNumber('BENCH_BURST_POSTS', 1000);
 const IN_FLIGHT = envNumber('BENCH_BURST_IN_FLIGHT', 50);
 const SUBJECTS = envNumber('BENCH_BURST_SUBJECTS', 250);
 const BATCH = 100;
-
-async function pool<T, R>(items: readonly T[], n: number, fn: (x: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!);
-      }
-    }),
-  );
-  return out;
-}
 
 await runMain('change-burst', async () => {
   const db = await createBenchDatabase(process.env['DATABASE_URL']);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestApp, startApp } from './helpers.js';
+import { type TestApp, pool, startApp } from './helpers.js';
 import { type DataTenant, FakeProvider, createDataTenant, eventually } from './fake-provider.js';
 
 // Issue 32, change posts at provider scale: a provider's burst of change posts (its client, 50 in
@@ -15,21 +15,6 @@ let app: TestApp;
 let provider: FakeProvider;
 let t: DataTenant;
 const numbers = Array.from({ length: SUBJECTS }, (_, i) => `N-${String(i).padStart(4, '0')}`);
-
-/** Runs `fn` over `items`, `n` at a time. */
-async function pool<T, R>(items: readonly T[], n: number, fn: (x: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!);
-      }
-    }),
-  );
-  return out;
-}
 
 /** Each subject's `steps` set read once, so it is cached with data (only such entries are re-fetched). */
 async function warm(): Promise<void> {

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiClient, type TestApp, createTenant, startApp, startPeer } from './helpers.js';
+import { ApiClient, type TestApp, createTenant, pool, startApp, startPeer } from './helpers.js';
 import { FakeProvider, PROVIDER_CLIENT, providerDataSource } from './fake-provider.js';
 
 // Issue 30, F8 (P89): plans that do not depend on luck. On PostgreSQL, an aggregate right after 5,000
@@ -29,16 +29,6 @@ afterAll(async () => {
   await app?.close();
   await provider?.close();
 });
-
-/** Runs `fn` over `items`, `n` at a time. */
-async function pool<T>(items: readonly T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (next < items.length) await fn(items[next++]!);
-    }),
-  );
-}
 
 describe('plans that do not depend on fresh statistics (F8)', () => {
   it('an aggregate over 5,000 subjects upserted a moment before, filtered by values they all share, answers', async () => {

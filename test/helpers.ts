@@ -26,6 +26,21 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
+/** Runs `fn` over `items`, `n` at a time; the results in the items' order. */
+export async function pool<T, R>(items: readonly T[], n: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!);
+      }
+    }),
+  );
+  return out;
+}
+
 /** The error `run` fails with (the test fails if it succeeds). */
 export async function failure(run: () => Promise<unknown>): Promise<unknown> {
   return run().then(
