@@ -180,3 +180,21 @@ export function collectionsBetween(a: Collections | undefined, b: Collections | 
   if (!a || !b) return undefined;
   return { major: b.major - a.major, majorMs: b.majorMs - a.majorMs, minor: b.minor - a.minor, minorMs: b.minorMs - a.minorMs };
 }
+
+/** Creates subject `i` (E-i, "Person i", optionally an e-mail) through the REST upsert, as an integrator would. */
+export async function createSubject(url: string, authorization: string, i: number, email?: string): Promise<void> {
+  const res = await fetch(`${url}/api/v2/messaging/subject`, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      CustomFieldValues: [
+        { Key: 'employeeNumber', Value: { String: { Value: `E-${i}` } } },
+        { Key: 'fullName', Value: { String: { Value: `Person ${i}` } } },
+        ...(email ? [{ Key: 'email', Value: { String: { Value: email } } }] : []),
+      ],
+    }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  await res.arrayBuffer();
+  if (res.status !== 201) throw new Error(`seeding subject ${i} answered ${res.status}`);
+}

@@ -19,7 +19,7 @@ import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { freePort, makeWorkDir, onCleanup, pinSelf, runMain, spawnPinned, waitForHttp } from './processes.js';
 import { createBenchDatabase } from './seed.js';
-import { LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, envNumber, startCommand } from './service.js';
+import { LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, createSubject, envNumber, startCommand } from './service.js';
 
 const LIST_REQUESTS = envNumber('SLOW_LIST_REQUESTS', 10);
 const REQUEST_TIMEOUT_MS = envNumber('SLOW_REQUEST_TIMEOUT_MS', 10_000);
@@ -48,23 +48,6 @@ const tenant = (key: string) => ({
 });
 const READERS = ['reader-a', 'reader-b'];
 const OTHER = 'other';
-
-async function createSubject(url: string, authorization: string, i: number, email?: string): Promise<void> {
-  const res = await fetch(`${url}/api/v2/messaging/subject`, {
-    method: 'POST',
-    headers: { authorization, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      CustomFieldValues: [
-        { Key: 'employeeNumber', Value: { String: { Value: `E-${i}` } } },
-        { Key: 'fullName', Value: { String: { Value: `Person ${i}` } } },
-        ...(email ? [{ Key: 'email', Value: { String: { Value: email } } }] : []),
-      ],
-    }),
-    signal: AbortSignal.timeout(60_000),
-  });
-  await res.arrayBuffer();
-  if (res.status !== 201) throw new Error(`seeding subject ${i} answered ${res.status}`);
-}
 
 /** A raw-socket POST of BIG_PAGE whose answer is read at READ_BPS from the paused socket. */
 function slowReader(url: string, authorization: string) {

@@ -15,7 +15,7 @@ import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { Flood } from '../test/token-flood.js';
 import { makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
 import { createBenchDatabase } from './seed.js';
-import { LOAD_CORE, envNumber, startCommand, startService } from './service.js';
+import { LOAD_CORE, createSubject, envNumber, startCommand, startService } from './service.js';
 
 const LIST_REQUESTS = envNumber('FLOOD_LIST_REQUESTS', 400);
 const fields = [
@@ -79,18 +79,7 @@ async function main() {
   const service = await startService(startCommand(log), db, { name: 'token-flood: service', logFile: path.join(workDir, 'service.log') });
   const lister = await token(service.url, 'other', LISTER);
   const authorization = `Bearer ${lister.token}`;
-  for (let i = 0; i < 20; i++) {
-    await fetch(`${service.url}/api/v2/messaging/subject`, {
-      method: 'POST',
-      headers: { authorization, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        CustomFieldValues: [
-          { Key: 'employeeNumber', Value: { String: { Value: `E-${i}` } } },
-          { Key: 'fullName', Value: { String: { Value: `Person ${i}` } } },
-        ],
-      }),
-    });
-  }
+  for (let i = 0; i < 20; i++) await createSubject(service.url, authorization, i);
   const before = await token(service.url, 'flooded', KNOWN);
   log(`known client, before the flood: ${before.ms} ms (${before.status})`);
   await listP99(service.url, authorization); // warm-up

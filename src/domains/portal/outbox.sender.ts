@@ -4,6 +4,7 @@ import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config.js';
 import type { Db, MailOutboxRow } from '../../db/tables.js';
+import { errorLogLevel } from '../../http/errors.js';
 import type { EventBus, Unsubscribe } from '../../db/event-bus.js';
 import { MAIL_QUEUED, claimDueMails, markFailed, markSent, msUntilNextDue, releaseClaims, stillClaimed } from './outbox.repository.js';
 
@@ -91,7 +92,9 @@ export class OutboxSender {
     }
     clearTimeout(this.timer);
     this.running = this.drain()
-      .catch((e: unknown) => this.log.error({ err: e }, 'invitation outbox: a delivery run failed; retrying after MAIL_POLL_MS'))
+      .catch((e: unknown) =>
+        this.log[errorLogLevel(e)]({ err: e }, 'invitation outbox: a delivery run failed; retrying after MAIL_POLL_MS'),
+      )
       .finally(() => {
         this.running = undefined;
         if (this.closed) return;

@@ -3,6 +3,7 @@ import { bulkhead } from 'cockatiel';
 import type { Logger } from 'pino';
 import type { Config } from '../../../core/config.js';
 import { ProviderUnavailableError } from '../../../core/errors.js';
+import { errorLogLevel } from '../../../http/errors.js';
 import type { CacheWrite, DataPoint, ExtractWithSource, RejectedPoint, SecretBox } from '../model/index.js';
 import { CircuitOpenError, ProviderClient, type ProviderSource } from '../provider/index.js';
 import { type CacheStore, type Outcome, type SubjectKey, cacheKey } from './store.js';
@@ -202,7 +203,7 @@ export class CacheFetcher {
     try {
       stored = await this.store.write(tenantId, extract.key, extract.cache_epoch, writes, gen, changed);
     } catch (e) {
-      this.log.error({ err: e, extract: extract.key }, 'storing fetched data points failed');
+      this.log[errorLogLevel(e)]({ err: e, extract: extract.key }, 'storing fetched data points failed');
       stored = new Map();
     }
     // What was not stored (invalidated meanwhile) is still this request's answer, just not cached.

@@ -2,6 +2,7 @@ import { bulkhead } from 'cockatiel';
 import type { Logger } from 'pino';
 import type { Config } from '../../../core/config.js';
 import type { DataCacheRow, Db } from '../../../db/tables.js';
+import { errorLogLevel } from '../../../http/errors.js';
 import { findSubjectsByIds, loadSubjectConfig } from '../../subject/index.js';
 import { type DataPoint, claimFlagged, findExtracts, identifierOf, releaseClaims } from '../model/index.js';
 import type { CacheFetcher, Want } from './fetcher.js';
@@ -106,7 +107,8 @@ export class CacheSweep {
     const whole = this.burstUntil === undefined || now >= this.burstUntil || now - this.lastKick >= SWEEP_SETTLE_MS;
     if (whole) this.burstUntil = undefined;
     this.sweeping = this.sweep(whole)
-      .catch((e: unknown) => this.log.error({ err: e }, 'background re-fetch failed'))
+      // An unavailable database is warn, not error (errorLogLevel): the next sweep tries again.
+      .catch((e: unknown) => this.log[errorLogLevel(e)]({ err: e }, 'background re-fetch failed'))
       .finally(() => {
         this.sweeping = undefined;
         const { again, held } = this;
@@ -126,8 +128,12 @@ export class CacheSweep {
       const rows = await claimFlagged(this.db, this.claimBatch, CLAIM_LEASE_SECONDS);
       if (rows.length === 0 || this.closed) return;
       const groups = new Map<string, DataCacheRow[]>();
-      for (const r of rows)
-        groups.set(`${r.tenant_id}\u0001${r.extract_key}`, [...(groups.get(`${r.tenant_id}\u0001${r.extract_key}`) ?? []), r]);
+      for (const r of rows) {
+        const key = `${r.tenant_id}\u0001${r.extract_key}`;
+        const group = groups.get(key);
+        if (group) group.push(r);
+        else groups.set(key, [r]);
+      }
       const runs: Promise<unknown>[] = [];
       let kept = 0;
       for (const claimed of groups.values()) {

@@ -3,6 +3,7 @@ import { AppError, ServiceUnavailableError, TooManyRequestsError, Unauthenticate
 import type { Principal } from '../../../core/permissions.js';
 import type { EventBus, Unsubscribe } from '../../../db/event-bus.js';
 import type { Db } from '../../../db/tables.js';
+import { errorLogLevel } from '../../../http/errors.js';
 import { subjectsLocatedIn } from '../../subject/index.js';
 import { type ChangeKind, DATA_POINTS_CHANGED, type DataPointsChange } from './events.js';
 
@@ -355,7 +356,7 @@ export class DataChangeFeed {
       }
     });
     queue.tail = queue.tail
-      .catch((err: unknown) => this.log.error({ err }, 'live updates: a delivery failed'))
+      .catch((err: unknown) => this.log[errorLogLevel(err)]({ err }, 'live updates: a delivery failed'))
       .finally(() => {
         if (--queue.waiting === 0 && this.entityQueues.get(e.t) === queue) this.entityQueues.delete(e.t);
       });
