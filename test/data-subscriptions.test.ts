@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type JWK, SignJWT, importJWK } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from '../src/domains/data/index.js';
-import { ApiClient, FULL_CLIENT, type TestApp, createTenant, startApp, startPeer } from './helpers.js';
+import { ApiClient, type TestApp, createTenant, startApp, startPeer } from './helpers.js';
 import { type DataTenant, FakeProvider, createDataTenant, eventually } from './fake-provider.js';
-import { ANY_PRINCIPAL as principal, Subscriber, feedWithBus } from './live-updates.js';
+import { ANY_PRINCIPAL as principal, Subscriber, feedWithBus, shortLivedToken } from './live-updates.js';
 
 // Issue 17, live updates: `dataPointsChanged` over Yoga's SSE transport, read with the graphql-sse client
 // (distinct connections mode). A change answered by one instance reaches subscribers on every instance
@@ -330,18 +329,3 @@ describe('a slow subscriber (in process)', () => {
     expect(() => feed.open(principal, {})).toThrow(/shutting down/);
   });
 });
-
-/** An access token of the service's own key, for the full client, that expires in `seconds`. */
-async function shortLivedToken(app: TestApp, tenantKey: string, seconds: number): Promise<string> {
-  const row = await app.handle.db.selectFrom('signing_key').selectAll().where('retired_at', 'is', null).executeTakeFirstOrThrow();
-  const jwk = (typeof row.private_jwk === 'string' ? JSON.parse(row.private_jwk) : row.private_jwk) as JWK;
-  const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ tenant: tenantKey, scope: 'ServiceApi' })
-    .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: row.kid })
-    .setIssuer(app.url)
-    .setSubject(FULL_CLIENT.clientId)
-    .setIssuedAt(now)
-    .setExpirationTime(now + seconds)
-    .setJti(randomUUID())
-    .sign(await importJWK(jwk, 'ES256'));
-}

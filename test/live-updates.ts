@@ -1,8 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { type Client, type ExecutionResult, createClient } from 'graphql-sse';
+import { type JWK, SignJWT, importJWK } from 'jose';
 import { pino } from 'pino';
 import type { Principal } from '../src/core/permissions.js';
 import { EventBus } from '../src/db/event-bus.js';
 import { DataChangeFeed } from '../src/domains/data/index.js';
+import { FULL_CLIENT, type TestApp } from './helpers.js';
 
 // Live updates (`dataPointsChanged`) as the tests read them: over SSE through graphql-sse, and in process
 // through a feed whose bus messages are handed in directly.
@@ -16,11 +19,11 @@ export interface Change {
 }
 
 /**
- * One `dataPointsChanged` subscription read through graphql-sse (distinct connections mode) as fast as
- * events come: every result as it arrives, when it arrived, and how the stream ended.
+ * One subscription (`dataPointsChanged` unless `T` says another field) read through graphql-sse (distinct
+ * connections mode) as fast as events come: every result as it arrives, when it arrived, and how the stream ended.
  */
-export class Subscriber {
-  readonly results: ExecutionResult<{ dataPointsChanged: Change | null }, unknown>[] = [];
+export class Subscriber<T = { dataPointsChanged: Change | null }> {
+  readonly results: ExecutionResult<T, unknown>[] = [];
   readonly arrivals: number[] = [];
   ended: 'complete' | Error | undefined;
   /** Resolves when the server answered the subscription (with its stream, or an error): it is open from then on. */
@@ -32,7 +35,7 @@ export class Subscriber {
     this.client = createClient({ url: `${url}/graphql`, headers: { authorization: `Bearer ${token}` }, retryAttempts: 0 });
     let ready!: () => void;
     this.ready = new Promise<void>((r) => (ready = r));
-    this.dispose = this.client.subscribe<{ dataPointsChanged: Change | null }>(
+    this.dispose = this.client.subscribe<T>(
       { query, variables },
       {
         next: (r) => {
@@ -53,7 +56,9 @@ export class Subscriber {
   }
 
   get changes(): Change[] {
-    return this.results.map((r) => r.data?.dataPointsChanged).filter((c): c is Change => !!c);
+    return this.results
+      .map((r) => (r.data as { dataPointsChanged?: Change | null } | null | undefined)?.dataPointsChanged)
+      .filter((c): c is Change => !!c);
   }
 
   get errors(): any[] {
@@ -99,3 +104,18 @@ export const ANY_PRINCIPAL: Principal = {
   configVersion: '1',
   dataVersion: '1',
 };
+
+/** An access token of the service's own key, for the full client, that expires in `seconds`. */
+export async function shortLivedToken(app: TestApp, tenantKey: string, seconds: number): Promise<string> {
+  const row = await app.handle.db.selectFrom('signing_key').selectAll().where('retired_at', 'is', null).executeTakeFirstOrThrow();
+  const jwk = (typeof row.private_jwk === 'string' ? JSON.parse(row.private_jwk) : row.private_jwk) as JWK;
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ tenant: tenantKey, scope: 'ServiceApi' })
+    .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: row.kid })
+    .setIssuer(app.url)
+    .setSubject(FULL_CLIENT.clientId)
+    .setIssuedAt(now)
+    .setExpirationTime(now + seconds)
+    .setJti(randomUUID())
+    .sign(await importJWK(jwk, 'ES256'));
+}

@@ -1,17 +1,17 @@
 import type { Request, RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import type { Config } from '../core/config.js';
-import type { Scope } from '../core/permissions.js';
+import type { Principal, Scope } from '../core/permissions.js';
 import { TableAnalyzer } from '../db/analyze.js';
 import { EventBus } from '../db/event-bus.js';
 import type { Listen } from '../db/notifications.js';
 import type { Db } from '../db/tables.js';
 import { TokenService, requireToken } from '../domains/auth/index.js';
-import { AggregateMemory, DataCache, DataChangeFeed, SecretBox, dataContext } from '../domains/data/index.js';
+import { AggregateMemory, DataCache, DataChangeFeed, LiveAggregates, SecretBox, dataContext } from '../domains/data/index.js';
 import { OutboxSender } from '../domains/portal/index.js';
 import { structureTypesCache } from '../domains/structural-entity/index.js';
 import { subjectCaches } from '../domains/subject/index.js';
-import type { ContextInit } from '../graphql/context.js';
+import { type ContextInit, createContext } from '../graphql/context.js';
 import { Admission } from '../http/admission.js';
 import { Metrics, type PoolStats } from '../http/metrics.js';
 
@@ -76,6 +76,25 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
   // The instance's configuration and count caches.
   const structureTypes = structureTypesCache();
   const subjects = subjectCaches();
+  const contextInit = (principal: Principal, requestId: string): ContextInit => ({
+    db,
+    principal,
+    requestId,
+    ...dataContext(data, aggregates),
+    dataChanges,
+    liveAggregates,
+    structureTypes,
+    subjects,
+  });
+  // Admitted as the query would be (P52), outside any request.
+  const liveAggregates = new LiveAggregates(
+    db,
+    dataChanges,
+    (principal) => createContext(contextInit(principal, 'live-aggregates')),
+    (who, cost) => admission.acquire(who, cost / config.ADMISSION_COST_PER_UNIT),
+    logger,
+  );
+  metrics?.observeLiveAggregates(liveAggregates);
   return {
     tokens,
     data,
@@ -84,17 +103,10 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
     metrics,
     admission,
     authenticate: (scopes) => requireToken(db, tokens, scopes, (holder, res) => admission.gate(holder, res)),
-    context: (req) => ({
-      db,
-      principal: req.principal!,
-      requestId: String(req.id),
-      ...dataContext(data, aggregates),
-      dataChanges,
-      structureTypes,
-      subjects,
-    }),
+    context: (req) => contextInit(req.principal!, String(req.id)),
     close: async () => {
       dataChanges.close();
+      liveAggregates.close();
       await analyzer.close();
       await outbox.close();
       await data.close();

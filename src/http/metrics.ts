@@ -17,6 +17,12 @@ export interface AdmissionState {
   snapshot(): { inFlight: number; tenants: Record<string, { inFlight: number; waiting: number }> };
 }
 
+/** Live aggregate subscriptions, read when scraped. */
+export interface LiveAggregateState {
+  readonly computations: Readonly<Record<'subscribe' | 'change', number>>;
+  readonly size: { subscriptions: number; groups: number };
+}
+
 const BREAKER_STATES = ['closed', 'half_open', 'open', 'isolated'] as const;
 
 const GC_KINDS: Record<number, string> = {
@@ -175,6 +181,32 @@ export class Metrics {
       collect() {
         this.reset();
         for (const [tenant, t] of Object.entries(state.snapshot().tenants)) this.set({ tenant }, t.waiting);
+      },
+    });
+  }
+
+  /** The live aggregates' computations (by why) and open subscriptions and questions, read when scraped. */
+  observeLiveAggregates(state: LiveAggregateState): void {
+    const registers = [this.registry];
+    new Counter({
+      name: 'aggregate_recomputations_total',
+      help: 'Answers the live aggregates computed, by reason: subscribe (a first answer no subscriber of the question had), change (changes heard under it).',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [reason, n] of Object.entries(state.computations)) this.inc({ reason }, n);
+      },
+    });
+    new Gauge({
+      name: 'aggregate_subscriptions',
+      help: 'Open live aggregate subscriptions (subscriptions), and the distinct questions they ask (questions).',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        const { subscriptions, groups } = state.size;
+        this.set({ kind: 'subscriptions' }, subscriptions);
+        this.set({ kind: 'questions' }, groups);
       },
     });
   }

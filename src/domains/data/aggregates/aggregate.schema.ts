@@ -34,7 +34,7 @@ const AggregateGroupByEnum = builder.enumType('AggregateGroupBy', {
   } as const,
 });
 
-const DataPointAggregatesInputRef = builder.inputType('DataPointAggregatesInput', {
+export const DataPointAggregatesInputRef = builder.inputType('DataPointAggregatesInput', {
   fields: (t) => ({
     extractKey: t.string({ required: true }),
     valueItemKey: t.string({ required: true, description: 'The item to aggregate: Integer or Decimal.' }),
@@ -59,7 +59,7 @@ const DataPointAggregatesInputRef = builder.inputType('DataPointAggregatesInput'
 const FRACTIONS = new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(GraphQLFloat)));
 
 /** Every fraction a `percentiles(p)` field asks for anywhere below the aggregation: one statement computes them all. */
-function requestedPercentiles(info: GraphQLResolveInfo): number[] {
+export function requestedPercentiles(info: GraphQLResolveInfo): number[] {
   const found = new Set<number>();
   const fragments = new Set<string>();
   const visit = (set: SelectionSetNode | undefined) => {
@@ -163,7 +163,7 @@ const DataPointCoverageRef = builder.objectRef<Coverage>('DataPointCoverage').im
   }),
 });
 
-const DataPointAggregationRef = builder.objectRef<Aggregation>('DataPointAggregation').implement({
+export const DataPointAggregationRef = builder.objectRef<Aggregation>('DataPointAggregation').implement({
   fields: (t) => ({
     aggregates: t.field({ type: DataPointAggregatesRef, description: 'Over the whole range.', resolve: (a) => a.aggregates }),
     buckets: t.field({ type: [DataPointBucketRef], resolve: (a) => a.buckets }),
@@ -180,7 +180,7 @@ const DataPointAggregationRef = builder.objectRef<Aggregation>('DataPointAggrega
 /** An aggregate costs like a search, and its selection once per bucket and group (P59). */
 export const AGGREGATE_COST = SEARCH_COST;
 
-function aggregateComplexity(input: DataPointAggregatesInput | undefined) {
+export function aggregateComplexity(input: DataPointAggregatesInput | undefined) {
   const buckets = input ? (bucketCount(input.interval, input.from, input.to) ?? 1) : 1;
   const groups = input?.groupBy ? Math.min(Math.max(Math.trunc(Number(input.maxGroups ?? MAX_GROUPS)) || 1, 1), MAX_GROUPS) : 1;
   return { field: AGGREGATE_COST, multiplier: Math.min(buckets, MAX_BUCKETS) * groups };

@@ -53,8 +53,36 @@ export const SUBSCRIPTION_RETRY_AFTER_SECONDS = 1;
 /** setTimeout's limit: a later expiry is re-armed. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-interface Feed {
-  release(sub: Subscription): void;
+/**
+ * A follower of every change the feed hears, in process (the live aggregates): `heard` for each event,
+ * `interrupted` when the feed can no longer hear (the bus dropped, an unreadable event, the instance
+ * stopping), after which changes may have been missed.
+ */
+export interface ChangeListener {
+  heard(e: DataPointsChange): void;
+  interrupted(error: AppError): void;
+}
+
+/** Ends a subscription when its token expires: `end` gets UNAUTHENTICATED at `expiresAt` (ms). Returns what cancels it. */
+export function endAtTokenExpiry(expiresAt: number, end: (error: AppError) => void): () => void {
+  let timer: NodeJS.Timeout;
+  const arm = () => {
+    timer = setTimeout(
+      () => {
+        if (Date.now() < expiresAt) return arm();
+        end(
+          new UnauthenticatedError(
+            'The access token expired: the subscription ended. Subscribe again with a new token.',
+            'Bearer error="invalid_token", error_description="The access token expired."',
+          ),
+        );
+      },
+      Math.max(0, Math.min(expiresAt - Date.now(), MAX_TIMER_MS)),
+    );
+    timer.unref();
+  };
+  arm();
+  return () => clearTimeout(timer);
 }
 
 /**
@@ -72,14 +100,15 @@ class Subscription implements AsyncIterableIterator<Delivery> {
   private waiter: ((r: IteratorResult<Delivery>) => void) | undefined;
   /** undefined: open; null: ended quietly; an error: ended with it (delivered once, then done). */
   private ending: AppError | null | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly cancelExpiry: (() => void) | undefined;
 
   constructor(
     readonly principal: Principal,
     readonly filter: ChangeFilter,
-    private readonly feed: Feed,
+    /** Called once as it ends. */
+    private readonly release: (sub: Subscription) => void,
   ) {
-    if (principal.expiresAt !== undefined) this.armExpiry(principal.expiresAt);
+    if (principal.expiresAt !== undefined) this.cancelExpiry = endAtTokenExpiry(principal.expiresAt, (e) => this.end(e));
   }
 
   get open(): boolean {
@@ -144,8 +173,8 @@ class Subscription implements AsyncIterableIterator<Delivery> {
     this.pending = undefined;
     this.bursts.clear();
     this.pendingSubjects = 0;
-    clearTimeout(this.timer);
-    this.feed.release(this);
+    this.cancelExpiry?.();
+    this.release(this);
     if (this.waiter) {
       const w = this.waiter;
       this.waiter = undefined;
@@ -190,23 +219,6 @@ class Subscription implements AsyncIterableIterator<Delivery> {
     this.ending = null;
     return { value: { end: error }, done: false };
   }
-
-  private armExpiry(expiresAt: number): void {
-    const left = expiresAt - Date.now();
-    this.timer = setTimeout(
-      () => {
-        if (Date.now() < expiresAt) return this.armExpiry(expiresAt);
-        this.end(
-          new UnauthenticatedError(
-            'The access token expired: the subscription ended. Subscribe again with a new token.',
-            'Bearer error="invalid_token", error_description="The access token expired."',
-          ),
-        );
-      },
-      Math.max(0, Math.min(left, MAX_TIMER_MS)),
-    );
-    this.timer.unref();
-  }
 }
 
 /**
@@ -221,6 +233,7 @@ export class DataChangeFeed {
   private readonly perClient = new Map<string, number>();
   /** Per tenant, the entity-filtered deliveries in event order, and how many events wait in it. */
   private readonly entityQueues = new Map<string, { tail: Promise<void>; waiting: number }>();
+  private readonly listeners = new Set<ChangeListener>();
   private unsubscribe: Unsubscribe | undefined;
   private listening = false;
   private closed = false;
@@ -271,6 +284,23 @@ export class DataChangeFeed {
    * the same client on this instance (TOO_MANY_REQUESTS).
    */
   open(principal: Principal, filter: ChangeFilter): AsyncIterableIterator<Delivery> {
+    const free = this.hold(principal);
+    const sub = new Subscription(principal, filter, (ended) => {
+      const subs = this.byTenant.get(ended.principal.tenantId);
+      if (subs?.delete(ended) && subs.size === 0) this.byTenant.delete(ended.principal.tenantId);
+      free();
+    });
+    let subs = this.byTenant.get(principal.tenantId);
+    if (!subs) this.byTenant.set(principal.tenantId, (subs = new Set()));
+    subs.add(sub);
+    return sub;
+  }
+
+  /**
+   * Counts one open subscription of `principal`'s client, of any live field (this feed's and the live
+   * aggregates'), refused as `open` says; the function returned frees its place (once, however often called).
+   */
+  hold(principal: Principal): () => void {
     if (this.closed) throw new ServiceUnavailableError('This service instance is shutting down: subscribe again.');
     if (!this.listening) throw new ServiceUnavailableError('Live updates are unavailable on this instance now; retry shortly.');
     const client = clientKey(principal);
@@ -282,28 +312,29 @@ export class DataChangeFeed {
       );
     }
     this.perClient.set(client, count + 1);
-    const sub = new Subscription(principal, filter, this);
-    let subs = this.byTenant.get(principal.tenantId);
-    if (!subs) this.byTenant.set(principal.tenantId, (subs = new Set()));
-    subs.add(sub);
-    return sub;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      const left = (this.perClient.get(client) ?? 1) - 1;
+      if (left > 0) this.perClient.set(client, left);
+      else this.perClient.delete(client);
+    };
   }
 
-  /** Called once by a subscription as it ends. */
-  release(sub: Subscription): void {
-    const subs = this.byTenant.get(sub.principal.tenantId);
-    if (subs?.delete(sub) && subs.size === 0) this.byTenant.delete(sub.principal.tenantId);
-    const client = clientKey(sub.principal);
-    const count = (this.perClient.get(client) ?? 1) - 1;
-    if (count > 0) this.perClient.set(client, count);
-    else this.perClient.delete(client);
+  /** Hands `listener` every event the feed hears, of every tenant, until the function returned is called. */
+  follow(listener: ChangeListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   private endAll(error: AppError): void {
+    for (const l of [...this.listeners]) l.interrupted(error);
     for (const subs of [...this.byTenant.values()]) for (const sub of [...subs]) sub.end(error);
   }
 
   private received(e: DataPointsChange): void {
+    for (const l of this.listeners) l.heard(e);
     const subs = this.byTenant.get(e.t);
     if (!subs) return;
     const byEntity = new Map<string, [Subscription, string[]][]>();

@@ -2,5 +2,6 @@
 // dataPointsChanged field (registered by importing this door).
 import './subscription.schema.js';
 
-export { type ChangeKind, newBurst, publishDataPointsChange } from './events.js';
-export { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from './feed.js';
+export { type ChangeKind, type DataPointsChange, newBurst, publishDataPointsChange } from './events.js';
+export { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS, endAtTokenExpiry } from './feed.js';
+export { endWhenClientGoes } from './subscription.schema.js';

@@ -8,6 +8,16 @@ import { CHANGE_KINDS } from './events.js';
 import type { DataPointsChangeOut, Delivery } from './feed.js';
 import { findExtracts } from '../model/index.js';
 
+/**
+ * Ends a subscription's deliveries when its client goes away (frees its place under
+ * SUBSCRIPTIONS_PER_CLIENT), at once if it went while the subscription was being opened.
+ */
+export function endWhenClientGoes(ctx: Context, deliveries: AsyncIterator<unknown>): void {
+  const res = (ctx as Context & { res?: Response }).res;
+  if (res?.closed) void deliveries.return?.();
+  else res?.once('close', () => void deliveries.return?.());
+}
+
 /** subjectIds of one subscription: at most this many. */
 export const MAX_SUBSCRIBED_SUBJECTS = 1_000;
 
@@ -63,8 +73,7 @@ builder.subscriptionField('dataPointsChanged', (t) =>
         subjectIds: args.subjectIds ? new Set(args.subjectIds.map((id) => subjectUuid(String(id)))) : undefined,
         structuralEntityKey: args.structuralEntityKey ?? undefined,
       });
-      // The client went away: end at once (frees its place under SUBSCRIPTIONS_PER_CLIENT).
-      (ctx as Context & { res?: Response }).res?.once('close', () => void deliveries.return?.());
+      endWhenClientGoes(ctx, deliveries);
       return deliveries;
     },
     resolve: (d: Delivery) => {

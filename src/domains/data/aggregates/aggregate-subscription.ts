@@ -1,0 +1,376 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import { AppError } from '../../../core/errors.js';
+import { type Principal, requirePermission } from '../../../core/permissions.js';
+import type { Db } from '../../../db/tables.js';
+import type { Context } from '../../../graphql/context.js';
+import { subjectsLocatedIn } from '../../subject/index.js';
+import type { StaleNotice } from '../cache/index.js';
+import { type DataChangeFeed, type DataPointsChange, endAtTokenExpiry, endWhenClientGoes } from '../live/index.js';
+import { type Aggregation, type DataPointAggregatesInput, aggregateDataPoints } from './aggregate.service.js';
+
+declare module '../../../graphql/context.js' {
+  interface Context {
+    /** The instance's live aggregates (the `dataPointAggregatesChanged` subscription). */
+    liveAggregates: LiveAggregates;
+  }
+}
+
+/**
+ * A question's answer is computed again this long after the last change heard under it (a burst of
+ * change reports is one computation)…
+ */
+export const LIVE_AGGREGATE_QUIET_MS = 150;
+/** …but at most this long after the first change of the burst, however long it goes on. */
+export const LIVE_AGGREGATE_MAX_DELAY_MS = 1_000;
+/** A computation refused by admission is tried again this much later. */
+const ADMISSION_RETRY_MS = 1_000;
+
+/** What a subscriber receives: an answer, a computation's error (the stream goes on), or the error that ends it. */
+export type AggregateDelivery = { answer: Aggregation } | { error: unknown } | { end: AppError };
+
+/** One computation's outcome, with what identifies it (equal prints: nothing to push). */
+type Outcome = { answer: Aggregation; stale: StaleNotice[]; print: string } | { error: unknown; print: string; refused?: true };
+
+/** Waits for admission (P52) for work of this D11 cost; resolves with the function giving the units back. */
+export type Admit = (who: { tenant: string; client: string }, cost: number) => Promise<() => void>;
+
+/** One distinct question of one tenant, asked with one set of permissions, and its subscribers on this instance. */
+interface Group {
+  key: string;
+  input: DataPointAggregatesInput;
+  fractions: number[];
+  /** The subscriber that joined last: its principal (the freshest versions) computes the answers. */
+  principal: Principal;
+  /** The D11 cost of the costliest subscriber's operation: what a computation is admitted for. */
+  cost: number;
+  /** The entity keys whose subjects (descendants included) hold every subject of the question; undefined: any subject may. */
+  entityKeys: string[] | undefined;
+  subscribers: Set<AggregateSubscriber>;
+  /** The latest computation (a joiner's first answer while it is under way or succeeded). */
+  latest: { outcome: Promise<Outcome>; failed: boolean } | undefined;
+  /** When the first change not yet computed was heard (undefined: none waits). */
+  dirtySince: number | undefined;
+  timer: NodeJS.Timeout | undefined;
+  computing: boolean;
+}
+
+/**
+ * Live aggregates, one per instance (docs/data-cache.md, "Live aggregates"; P109–P111). Subscribers of
+ * the same question (tenant, permissions, input, percentiles) form one group, which computes the
+ * answer once per burst of changes and pushes it to every subscriber whose last answer differs. It
+ * follows the instance's DataChangeFeed (the event bus, so changes taken by any instance): a change of
+ * the question's extract, of subjects that may be under it, marks the group; the group computes
+ * LIVE_AGGREGATE_QUIET_MS after the last such change, at most LIVE_AGGREGATE_MAX_DELAY_MS after the first.
+ */
+export class LiveAggregates {
+  private readonly groups = new Map<string, Group>();
+  private readonly byTenant = new Map<string, Set<Group>>();
+  private readonly unfollow: () => void;
+  /** Computations made, by why: a subscriber's first answer, or changes heard. */
+  readonly computations = { subscribe: 0, change: 0 };
+
+  constructor(
+    private readonly db: Db,
+    private readonly feed: DataChangeFeed,
+    /** A context for computing an answer as `principal` outside any request. */
+    private readonly contextFor: (principal: Principal) => Context,
+    private readonly admit: Admit,
+    private readonly log: Logger,
+  ) {
+    this.unfollow = feed.follow({ heard: (e) => this.heard(e), interrupted: (error) => this.endAll(error) });
+  }
+
+  /** Open subscriptions and distinct questions on this instance. */
+  get size(): { subscriptions: number; groups: number } {
+    let subscriptions = 0;
+    for (const g of this.groups.values()) subscriptions += g.subscribers.size;
+    return { subscriptions, groups: this.groups.size };
+  }
+
+  /**
+   * Opens a subscription to `input` for the request `ctx` (its operation costs `cost` by D11), its first
+   * delivery the current answer. Refused as the query would refuse the question (its permissions, its
+   * input, admission), and as `dataPointsChanged` is refused (SUBSCRIPTIONS_PER_CLIENT, counted together;
+   * an instance that cannot hear changes).
+   */
+  async open(ctx: Context, input: DataPointAggregatesInput, fractions: readonly number[], cost: number): Promise<AggregateSubscriber> {
+    const { principal } = ctx;
+    requirePermission(principal, 'View:DataExtract');
+    requirePermission(principal, 'List:Subject');
+    const free = this.feed.hold(principal);
+    const asked = [...new Set(fractions)].sort((a, b) => a - b);
+    const key = groupKey(principal, input, asked);
+    let group = this.groups.get(key);
+    if (!group) {
+      group = newGroup(key, input, asked, principal, cost);
+      this.groups.set(key, group);
+      let tenant = this.byTenant.get(principal.tenantId);
+      if (!tenant) this.byTenant.set(principal.tenantId, (tenant = new Set()));
+      tenant.add(group);
+    }
+    const g = group;
+    g.principal = principal;
+    g.cost = Math.max(g.cost, cost);
+    const sub = new AggregateSubscriber(principal, ctx.staleData, () => {
+      free();
+      this.leave(g, sub);
+    });
+    g.subscribers.add(sub);
+    endWhenClientGoes(ctx, sub);
+    // The current answer: the group's, or computed now as the query would (its refusals are the subscription's).
+    if (!g.latest || g.latest.failed) this.start(g, this.compute(g, { ...ctx, operation: 'query' }, 'subscribe'));
+    const first = await g.latest!.outcome;
+    if ('error' in first) {
+      sub.end(null);
+      throw first.error;
+    }
+    sub.push(first, true);
+    return sub;
+  }
+
+  /** Ends every subscription (SERVICE_UNAVAILABLE) and stops following the feed; new ones are refused by the feed. */
+  close(): void {
+    this.unfollow();
+    for (const g of [...this.groups.values()]) for (const s of [...g.subscribers]) s.end(null);
+  }
+
+  private leave(g: Group, sub: AggregateSubscriber): void {
+    if (!g.subscribers.delete(sub) || g.subscribers.size > 0 || this.groups.get(g.key) !== g) return;
+    clearTimeout(g.timer);
+    this.groups.delete(g.key);
+    const tenant = this.byTenant.get(g.principal.tenantId);
+    if (tenant?.delete(g) && tenant.size === 0) this.byTenant.delete(g.principal.tenantId);
+  }
+
+  private endAll(error: AppError): void {
+    for (const g of [...this.groups.values()]) for (const s of [...g.subscribers]) s.end(error);
+  }
+
+  /**
+   * A change: the groups of its tenant and extract it may touch are marked. One naming subjects touches a
+   * group of entities only if one of them is located there (one query per entity key and event, shared by
+   * the groups); a filter by custom field values is not looked at (a computation too many, never a push:
+   * an equal answer is not sent).
+   */
+  private heard(e: DataPointsChange): void {
+    const groups = this.byTenant.get(e.t);
+    if (!groups) return;
+    const located = new Map<string, Promise<boolean>>();
+    const locatedIn = (entity: string) => {
+      let found = located.get(entity);
+      if (!found) {
+        found = subjectsLocatedIn(this.db, e.t, entity, e.s).then(
+          (ids) => ids.length > 0,
+          (err: unknown) => {
+            this.log.warn({ err, entity }, 'live aggregates: locating the subjects of a change failed; counted as under the question');
+            return true;
+          },
+        );
+        located.set(entity, found);
+      }
+      return found;
+    };
+    for (const g of groups) {
+      if (g.input.extractKey !== e.x) continue;
+      if (e.s.length === 0 || !g.entityKeys) this.changed(g);
+      else void Promise.all(g.entityKeys.map(locatedIn)).then((hits) => hits.some(Boolean) && this.changed(g));
+    }
+  }
+
+  private changed(g: Group): void {
+    if (this.groups.get(g.key) !== g) return;
+    const now = Date.now();
+    g.dirtySince ??= now;
+    // A computation under way is followed by another when it ends.
+    if (!g.computing) this.schedule(g, Math.min(LIVE_AGGREGATE_QUIET_MS, g.dirtySince + LIVE_AGGREGATE_MAX_DELAY_MS - now));
+  }
+
+  private schedule(g: Group, ms: number): void {
+    clearTimeout(g.timer);
+    g.timer = setTimeout(() => void this.recompute(g), Math.max(0, ms));
+    g.timer.unref();
+  }
+
+  /** Computes the group's answer for the changes heard and pushes it to the subscribers it differs for. */
+  private async recompute(g: Group): Promise<void> {
+    g.timer = undefined;
+    if (this.groups.get(g.key) !== g) return;
+    const since = g.dirtySince;
+    g.dirtySince = undefined;
+    g.computing = true;
+    let refused = false;
+    try {
+      const outcome = this.compute(g, this.contextFor(g.principal), 'change');
+      this.start(g, outcome);
+      const o = await outcome;
+      // Not admitted: nothing was computed, the changes still wait.
+      if ((refused = 'refused' in o)) g.dirtySince = Math.min(g.dirtySince ?? Infinity, since ?? Date.now());
+      else for (const s of g.subscribers) s.push(o);
+    } finally {
+      g.computing = false;
+      const waiting = g.dirtySince;
+      if (waiting !== undefined && this.groups.get(g.key) === g)
+        this.schedule(
+          g,
+          refused ? ADMISSION_RETRY_MS : Math.min(LIVE_AGGREGATE_QUIET_MS, waiting + LIVE_AGGREGATE_MAX_DELAY_MS - Date.now()),
+        );
+    }
+  }
+
+  private start(g: Group, outcome: Promise<Outcome>): void {
+    const latest = { outcome, failed: false };
+    g.latest = latest;
+    void outcome.then((o) => (latest.failed = 'error' in o));
+  }
+
+  /** One computation of the group's question in `ctx`, admitted for its cost (P52) under `ctx`'s client. */
+  private async compute(g: Group, ctx: Context, why: 'subscribe' | 'change'): Promise<Outcome> {
+    let release: () => void;
+    try {
+      release = await this.admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, g.cost);
+    } catch (error) {
+      return { error, print: errorPrint(error), refused: true };
+    }
+    this.computations[why]++;
+    const staleData = new Map<string, StaleNotice>();
+    try {
+      const answer = await aggregateDataPoints({ ...ctx, staleData }, g.input, g.fractions);
+      return { answer, stale: [...staleData.values()], print: answerPrint(answer) };
+    } catch (error) {
+      if (!(error instanceof AppError)) this.log.warn({ err: error, key: g.key }, 'live aggregates: a computation failed');
+      return { error, print: errorPrint(error) };
+    } finally {
+      release();
+    }
+  }
+}
+
+function newGroup(key: string, input: DataPointAggregatesInput, fractions: number[], principal: Principal, cost: number): Group {
+  const entityKeys = input.structuralEntityKey
+    ? [input.structuralEntityKey]
+    : input.structuralEntityKeys
+      ? [...input.structuralEntityKeys]
+      : undefined;
+  return {
+    key,
+    input,
+    fractions,
+    principal,
+    cost,
+    entityKeys,
+    subscribers: new Set(),
+    latest: undefined,
+    dirtySince: undefined,
+    timer: undefined,
+    computing: false,
+  };
+}
+
+/**
+ * What subscribers share an answer by, as the answer memory keys it (aggregate.service.ts) by the
+ * question and who may see it: the tenant, the client's permissions (two clients share only if they
+ * may see the same), the input as coerced (absent and null alike) and the percentiles asked.
+ */
+function groupKey(principal: Principal, input: DataPointAggregatesInput, fractions: readonly number[]): string {
+  const question = JSON.stringify(input, (_k, v: unknown) => (v === null ? undefined : v));
+  return createHash('sha256')
+    .update(JSON.stringify([principal.tenantId, [...principal.permissions].sort(), question, fractions]))
+    .digest('base64url');
+}
+
+/** What an answer says (percentiles are a Map): equal answers, equal prints. */
+function answerPrint(a: Aggregation): string {
+  return createHash('sha256')
+    .update(JSON.stringify(a, (_k, v: unknown) => (v instanceof Map ? [...v] : v)))
+    .digest('base64url');
+}
+
+function errorPrint(e: unknown): string {
+  return e instanceof AppError ? `error\u0001${e.code}\u0001${e.message}` : 'error';
+}
+
+/**
+ * One subscriber: an async iterator over its deliveries holding only the latest answer it has not read
+ * (latest wins, so a reader of any speed holds at most one answer, shared with its group). Ends (once)
+ * when the client goes, its token expires, or the instance can no longer hear changes.
+ */
+export class AggregateSubscriber implements AsyncIterableIterator<AggregateDelivery> {
+  /** The print of the outcome last handed to it. */
+  private print: string | undefined;
+  private unread: Outcome | undefined;
+  private waiter: ((r: IteratorResult<AggregateDelivery>) => void) | undefined;
+  /** undefined: open; null: ended quietly; an error: ended with it (delivered once, then done). */
+  private ending: AppError | null | undefined;
+  private readonly cancelExpiry: (() => void) | undefined;
+
+  constructor(
+    principal: Principal,
+    /** The request's stale data record: what an answer served stale is reported in (D10). */
+    private readonly staleData: Map<string, StaleNotice>,
+    private readonly release: () => void,
+  ) {
+    if (principal.expiresAt !== undefined) this.cancelExpiry = endAtTokenExpiry(principal.expiresAt, (e) => this.end(e));
+  }
+
+  /** Hands it `o` unless it has that answer already; `first`: only if it has none yet (a group's push came first). */
+  push(o: Outcome, first = false): void {
+    if (this.ending !== undefined || o.print === this.print || (first && this.print !== undefined)) return;
+    this.print = o.print;
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = undefined;
+      w({ value: this.delivery(o), done: false });
+    } else this.unread = o;
+  }
+
+  end(error: AppError | null): void {
+    if (this.ending !== undefined) return;
+    this.ending = error;
+    this.unread = undefined;
+    this.cancelExpiry?.();
+    this.release();
+    if (this.waiter) {
+      const w = this.waiter;
+      this.waiter = undefined;
+      w(this.finish());
+    }
+  }
+
+  next(): Promise<IteratorResult<AggregateDelivery>> {
+    if (this.ending !== undefined) return Promise.resolve(this.finish());
+    const o = this.unread;
+    if (o) {
+      this.unread = undefined;
+      return Promise.resolve({ value: this.delivery(o), done: false });
+    }
+    return new Promise((resolve) => (this.waiter = resolve));
+  }
+
+  return(): Promise<IteratorResult<AggregateDelivery>> {
+    this.end(null);
+    this.ending = null;
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  throw(): Promise<IteratorResult<AggregateDelivery>> {
+    return this.return();
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  private delivery(o: Outcome): AggregateDelivery {
+    if ('error' in o) return { error: o.error };
+    for (const n of o.stale) this.staleData.set(`${n.extractKey}\u0001${n.subjectIdentifier}`, n);
+    return { answer: o.answer };
+  }
+
+  private finish(): IteratorResult<AggregateDelivery> {
+    const error = this.ending;
+    if (!error) return { value: undefined, done: true };
+    this.ending = null;
+    return { value: { end: error }, done: false };
+  }
+}
