@@ -300,7 +300,8 @@ export function beforeAfterMarkdown(before: ScaleResult | undefined, after: Scal
     '| measure | before | after | after ÷ before |',
     '| --- | ---: | ---: | ---: |',
     ...rows.map(
-      ([name, b, a]) => `| ${name} | ${f(b)} | ${f(a)} | ${b !== undefined && a !== undefined && b > 0 ? `${(a / b).toFixed(2)}×` : '–'} |`,
+      ([name, b, a, unit]) =>
+        `| ${name} | ${unit ? f(b) : (b ?? '–')} | ${unit ? f(a) : (a ?? '–')} | ${b !== undefined && a !== undefined && b > 0 ? `${(a / b).toFixed(2)}×` : '–'} |`,
     ),
   ].join('\n');
 }
