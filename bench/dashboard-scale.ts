@@ -8,6 +8,7 @@
  * is the cold measurement. See bench/README.md, "Dashboards".
  */
 import { rm } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { sql } from 'kysely';
 import type { Db } from '../src/db/tables.js';
@@ -28,7 +29,7 @@ import { LEVELS, entityKey } from './tenant-data.js';
 
 const CREATE_EXTRACT = `mutation($input: CreateDataExtractInput!) { createDataExtract(input: $input) { dataExtract { key } } }`;
 /** Subjects' fills in flight at once when the dataset is filled by division (3.65 M). */
-const FILL_IN_FLIGHT = 4;
+const FILL_IN_FLIGHT = 2;
 /** DuckDB's runs per question (after one unmeasured run). */
 const REFERENCE_RUNS = 3;
 
@@ -53,9 +54,14 @@ export interface ScaleResult {
   extractKey: string;
   points: number;
   /** Filling the dataset through the service (300k: one cold aggregate; 3.65 M: by division, FILL_IN_FLIGHT at once). */
-  fill: { how: string; seconds: number; providerCalls: number };
+  fill: { how: string; seconds: number; providerCalls: number; attempts: number };
   /** The 300k dataset's fill: one aggregate over 5,000 subjects, nothing cached, the provider 20 ms per call. */
-  cold?: { ms: number; providerCalls: number; firstPartialMs: null };
+  /**
+   * The 300k dataset's first aggregate over its 5,000 subjects, nothing cached, the provider 20 ms per
+   * call: its time, the subjects it answered for (under load some provider calls time out: then fewer
+   * than all, and the fill asks again), the fill's provider calls.
+   */
+  cold?: { ms: number; contributingSubjects: number; providerCalls: number; firstPartialMs: null };
   vacuumSeconds: number;
   reference: { exportSeconds: number; loadSeconds: number; rows: number };
   questions: QuestionResult[];
@@ -101,14 +107,40 @@ export async function runScale(opts: {
   // `maxGroups` 99 keeps these questions apart from the measured ones in the answer cache.
   const fillInput = (keys: string[]) => ({ ...questionInput(questions()[0]!, d, extractKey, keys), interval: 'MONTH', maxGroups: 99 });
   const fillQuery = `query Fill($input: DataPointAggregatesInput!) { dataPointAggregates(input: $input) { aggregates { count } coverage { subjectCount contributingSubjectCount } } }`;
+  /**
+   * One fill question, asked again (after 2 s: a provider circuit opened by time-outs closes) while
+   * subjects are missing from its answer or it fails: under load some provider calls time out.
+   */
+  let attempts = 0;
+  const fillOnce = async (keys: string[]) => {
+    for (let attempt = 1; ; attempt++) {
+      attempts++;
+      const t = performance.now();
+      let problem: string;
+      try {
+        const r = await gql(fillQuery, { input: fillInput(keys) });
+        const a = r.data.dataPointAggregates;
+        const ms = performance.now() - t;
+        if (a.coverage.contributingSubjectCount === a.coverage.subjectCount)
+          return { ms, count: a.aggregates.count as number, complete: true };
+        problem = `${a.coverage.contributingSubjectCount} of ${a.coverage.subjectCount} subjects answered`;
+        if (attempt === 1 && keys === roots) first = { ms, contributing: a.coverage.contributingSubjectCount };
+      } catch (e) {
+        problem = (e as Error).message.slice(0, 300);
+      }
+      log(`    fill of ${keys.length === 1 ? keys[0] : 'every subject'}, attempt ${attempt}: ${problem}`);
+      if (attempt >= 5) throw new Error(`the fill of ${keys.join(', ')} failed 5 times: ${problem}`);
+      await sleep(2000);
+    }
+  };
+  let first: { ms: number; contributing: number } | undefined;
   const c0 = await opts.providerCalls();
   const t0 = performance.now();
   let how: string;
   if (d.subjects <= 5000) {
     how = `one aggregate over all ${d.subjects} subjects (cold)`;
-    const r = await gql(fillQuery, { input: fillInput(roots) });
-    const got = r.data.dataPointAggregates.aggregates.count as number;
-    if (got !== points) throw new Error(`the fill counted ${got} points, expected ${points}`);
+    const r = await fillOnce(roots);
+    first ??= { ms: r.ms, contributing: d.subjects };
   } else {
     const divisions = Array.from({ length: LEVELS[1].count }, (_, j) => entityKey(2, j));
     how = `${divisions.length} aggregates, one per division, ${FILL_IN_FLIGHT} at a time`;
@@ -117,22 +149,24 @@ export async function runScale(opts: {
     await Promise.all(
       Array.from({ length: FILL_IN_FLIGHT }, async () => {
         while (next < divisions.length) {
-          const key = divisions[next++]!;
-          await gql(fillQuery, { input: fillInput([key]) });
+          await fillOnce([divisions[next++]!]);
           process.stdout.write(`\r  fill: ${++done}/${divisions.length} divisions`);
         }
       }),
     );
     process.stdout.write('\n');
-    const r = await gql(fillQuery, { input: fillInput(roots) });
-    const got = r.data.dataPointAggregates.aggregates.count as number;
-    if (got !== points) throw new Error(`the fill counted ${got} points, expected ${points}`);
   }
+  const all = await fillOnce(roots);
+  if (all.count !== points) throw new Error(`the fill counted ${all.count} points, expected ${points}`);
   const fillMs = performance.now() - t0;
   const fillCalls = (await opts.providerCalls()) - c0;
-  const fill = { how, seconds: Math.round(fillMs / 100) / 10, providerCalls: fillCalls };
-  log(`  ${d.name}: ${points} points filled in ${fill.seconds} s (${how}), ${fillCalls} provider calls`);
-  const cold = d.subjects <= 5000 ? { ms: Math.round(fillMs), providerCalls: fillCalls, firstPartialMs: null } : undefined;
+  const fill = { how, seconds: Math.round(fillMs / 100) / 10, providerCalls: fillCalls, attempts };
+  log(`  ${d.name}: ${points} points filled in ${fill.seconds} s (${how}; ${attempts} aggregates asked), ${fillCalls} provider calls`);
+  // Cold: the first aggregate over every subject with nothing cached (the 300k dataset's fill).
+  const cold =
+    d.subjects <= 5000 && first
+      ? { ms: Math.round(first.ms), contributingSubjects: first.contributing, providerCalls: fillCalls, firstPartialMs: null }
+      : undefined;
 
   // The steady state of a cache in use: statistics of the new rows, the visibility map set.
   const v0 = performance.now();
@@ -249,8 +283,10 @@ export function scaleTargets(s: ScaleResult): Target[] {
     targets.push(
       {
         target: `cold, ${s.dataset.subjects} subjects × ${s.dataset.days} points, provider 20 ms: full answer ≤ ${COLD_TARGET_MS / 1000} s`,
-        measured: `${(s.cold.ms / 1000).toFixed(1)} s, ${s.cold.providerCalls} provider calls`,
-        holds: s.cold.ms <= COLD_TARGET_MS,
+        measured:
+          `${(s.cold.ms / 1000).toFixed(1)} s, ${s.cold.contributingSubjects} of ${s.dataset.subjects} subjects answered` +
+          `; the fill: ${s.fill.providerCalls} provider calls`,
+        holds: s.cold.ms <= COLD_TARGET_MS && s.cold.contributingSubjects === s.dataset.subjects,
       },
       { target: 'cold: first partial answer ≤ 1 s', measured: 'not measured: the service answers only once complete', holds: undefined },
     );
