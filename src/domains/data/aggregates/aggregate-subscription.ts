@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { AppError } from '../../../core/errors.js';
+import { AppError, ServiceUnavailableError } from '../../../core/errors.js';
 import { type Principal, requirePermission } from '../../../core/permissions.js';
 import type { Db } from '../../../db/tables.js';
 import type { Context } from '../../../graphql/context.js';
+import { errorLogLevel } from '../../../http/errors.js';
 import { subjectsLocatedIn } from '../../subject/index.js';
 import type { StaleNotice } from '../cache/index.js';
 import { type DataChangeFeed, type DataPointsChange, endAtTokenExpiry, endWhenClientGoes } from '../live/index.js';
@@ -132,7 +133,7 @@ export class LiveAggregates {
   /** Ends every subscription (SERVICE_UNAVAILABLE) and stops following the feed; new ones are refused by the feed. */
   close(): void {
     this.unfollow();
-    for (const g of [...this.groups.values()]) for (const s of [...g.subscribers]) s.end(null);
+    this.endAll(new ServiceUnavailableError('The service instance is shutting down: subscribe again.'));
   }
 
   private leave(g: Group, sub: AggregateSubscriber): void {
@@ -238,7 +239,8 @@ export class LiveAggregates {
       const answer = await aggregateDataPoints({ ...ctx, staleData }, g.input, g.fractions);
       return { answer, stale: [...staleData.values()], print: answerPrint(answer) };
     } catch (error) {
-      if (!(error instanceof AppError)) this.log.warn({ err: error, key: g.key }, 'live aggregates: a computation failed');
+      // Sent to the subscribers; only what is not the question's own refusal is logged.
+      if (!(error instanceof AppError)) this.log[errorLogLevel(error)]({ err: error, key: g.key }, 'live aggregates: a computation failed');
       return { error, print: errorPrint(error) };
     } finally {
       release();
