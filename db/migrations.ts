@@ -8,6 +8,7 @@ import * as m0006 from './migrations/0006_config_version.js';
 import * as m0007 from './migrations/0007_subject_list_key.js';
 import * as m0008 from './migrations/0008_data_cache_point.js';
 import * as m0009 from './migrations/0009_data_point_instants.js';
+import * as m0010 from './migrations/0010_data_cache_measure.js';
 
 /**
  * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   '0007_subject_list_key': m0007,
   '0008_data_cache_point': m0008,
   '0009_data_point_instants': m0009,
+  '0010_data_cache_measure': m0010,
 };

@@ -508,6 +508,8 @@ describe('aggregates equal a brute force over the provider data (P57)', () => {
   let w: World;
   let peer: TestApp;
   let peerApi: ApiClient;
+  const providerClient = () =>
+    w.tenant.client({ clientId: PROVIDER_CLIENT.clientId, clientSecret: PROVIDER_CLIENT.clientSecret, scope: 'ServiceDataProviderApi' });
   beforeAll(async () => {
     w = await world({ PROVIDER_RETRIES: '0', PROVIDER_BREAKER_FAILURES: '100000' });
     // A second instance on the same database without an in-process cache: freshness is read from PostgreSQL.
@@ -550,6 +552,35 @@ describe('aggregates equal a brute force over the provider data (P57)', () => {
           expectAnswer((await w.api.gql(QUERY, variables)).body, c, 'stale', 6);
         } finally {
           w.provider.always = undefined;
+        }
+        // P125: the typed rows follow every write of a set. A refresh after the provider's data changed
+        // (one subject now has another's points), then a change report and a removal of one point.
+        const [one, two] = Object.keys(c.series) as [string, string];
+        const moved = (ext: string, from: string) => c.series[from]!.map((q, i) => ({ ...q, Id: `${ext}-m${i}`, SubjectIdentifier: ext }));
+        const changed: Case = { ...c, series: { ...c.series, [one]: moved(one, two) } };
+        w.data.set(key, new Map(Object.entries(changed.series)));
+        expect((await w.api.post(`/api/v1/dataSet/${key}/refresh`)).status).toBe(200);
+        expectAnswer((await w.api.gql(QUERY, variables)).body, changed, 'refreshed');
+        const provider = await providerClient();
+        const reported: Case = { ...changed, series: { ...changed.series, [two]: moved(two, one) } };
+        w.data.set(key, new Map(Object.entries(reported.series)));
+        const change = await provider.post('/connector-dataprovider/api/v1/dataChange/creationOrUpdate', {
+          SubjectIdentifier: two,
+          DataExtractsOptionsValuesFilter: { n },
+        });
+        expect(change.status).toBe(200);
+        expectAnswer((await w.api.gql(QUERY, variables)).body, reported, 'changed');
+        const gone = reported.series[one]![0];
+        if (gone) {
+          const removed: Case = { ...reported, series: { ...reported.series, [one]: reported.series[one]!.slice(1) } };
+          const removal = await provider.post('/connector-dataprovider/api/v1/dataChange/removal', {
+            SubjectIdentifier: one,
+            DataExtractsOptionsValuesFilter: { n },
+            RemovedDataPointIdentifiers: [gone.Id],
+          });
+          expect(removal.status).toBe(200);
+          // The provider still serves the removed point: removed ids never reappear (D10).
+          expectAnswer((await w.api.gql(QUERY, variables)).body, removed, 'removed');
         }
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
@@ -949,11 +980,14 @@ describe('as fresh as a read (D10)', () => {
 // ---------------------------------------------------------------------------------------------------------
 // Answers asked again (P63): remembered by what they are computed from, never served once that changed.
 
-/** Counts the aggregate statements (those reading data_cache_point) an app runs. */
+/** Counts the aggregate statements (those reading data_cache_measure) an app runs. */
 class AggregateStatements implements KyselyPlugin {
   count = 0;
+  /** Reads of the subjects' cache rows (where each set is, DataCache.locate). */
+  cacheReads = 0;
   transformQuery(args: Parameters<KyselyPlugin['transformQuery']>[0]) {
-    if (args.node.kind === 'RawNode' && args.node.sqlFragments.some((f) => f.includes('FROM data_cache_point p'))) this.count++;
+    if (args.node.kind === 'RawNode' && args.node.sqlFragments.some((f) => f.includes('FROM data_cache_measure m'))) this.count++;
+    if (args.node.kind === 'SelectQueryNode' && JSON.stringify(args.node.from).includes('"data_cache"')) this.cacheReads++;
     return args.node;
   }
   async transformResult(args: Parameters<KyselyPlugin['transformResult']>[0]) {
@@ -993,8 +1027,11 @@ describe('an answer asked again (P63)', () => {
     const first = await ask(w.api, input);
     expect(first.aggregates).toEqual({ count: 6, subjectCount: 6, sumText: '21' });
     const before = statements.count;
+    const reads = statements.cacheReads;
     expect(await ask(w.api, input)).toEqual(first);
     expect(statements.count - before).toBe(0);
+    // P126: nothing under it was invalidated since, and every set is within its TTL: the rows are not read.
+    expect(statements.cacheReads - reads).toBe(0);
     // A question not asked before: one statement for eight concurrent askers, all given the same answer.
     const answers = await Promise.all(Array.from({ length: 8 }, () => ask(w.api, { ...input, timeZone: 'Asia/Tokyo' })));
     expect(statements.count - before).toBe(1);

@@ -20,7 +20,15 @@ beforeAll(async () => {
   provider = await new FakeProvider().start();
   provider.pageSize = 10_000;
   app = await startApp();
-  for (const table of ['subject', 'subject_value', 'subject_location', 'data_cache', 'data_cache_point']) {
+  for (const table of [
+    'subject',
+    'subject_value',
+    'subject_location',
+    'data_cache',
+    'data_cache_point',
+    'data_cache_measure',
+    'data_cache_kind',
+  ]) {
     await sql`ALTER TABLE ${sql.id(table)} SET (autovacuum_enabled = false)`.execute(app.handle.db);
   }
 });

@@ -258,7 +258,7 @@ describe('F9: a DateTime with 7 fraction digits keeps its instant, truncated to 
     ]);
   });
 
-  it('migration 0009 derives the aggregate rows of points stored before it again (down, then up)', async () => {
+  it('migration 0009 derives the aggregate rows of points stored before it again, and 0010 the typed rows from them (down, then up)', async () => {
     // Each question new (another `from`): an answer asked before is served from memory (P63).
     const day30 = async (from: string) => {
       const r = await w.api.gql(AGGREGATE, { input: { ...dayInput, from } });
@@ -266,12 +266,18 @@ describe('F9: a DateTime with 7 fraction digits keeps its instant, truncated to 
       return r.body.data.dataPointAggregates.buckets.find((b: any) => b.start === '2026-03-30').aggregates;
     };
     const m = migrations['0009_data_point_instants']!;
+    // P125: aggregates read the typed rows 0010 derives from the points' rows.
+    const typed = migrations['0010_data_cache_measure']!;
+    await typed.down!(app.handle.db);
     await m.down!(app.handle.db);
+    await typed.up(app.handle.db);
     try {
       // As before 0009: only `e` (…59.9995Z) stayed in its day.
       expect(await day30('2026-03-29')).toEqual({ count: 1, sumText: '16' });
     } finally {
+      await typed.down!(app.handle.db);
       await m.up(app.handle.db);
+      await typed.up(app.handle.db);
     }
     expect(await day30('2026-03-28')).toEqual({ count: 4, sumText: '29' });
   });

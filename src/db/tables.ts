@@ -241,6 +241,30 @@ export interface DataCachePointTable {
   items: Record<string, unknown>;
 }
 
+/** A pair of a numeric item and a time item of one cached point (`data_point_measures`, migration 0010). */
+export interface DataCacheMeasureTable {
+  tenant_id: string;
+  extract_key: string;
+  subject_id: string;
+  value_key: string;
+  time_key: string;
+  ordinal: number;
+  /** The numeric item's exact value. */
+  v: string;
+  /** The time item as epoch milliseconds (DateTime) or as days since 1970-01-01 (Date); the other null. */
+  ms: string | null;
+  day: number | null;
+}
+
+/** The data types one subject's cached points hold under each item key (`data_point_kinds`, migration 0010). */
+export interface DataCacheKindTable {
+  tenant_id: string;
+  extract_key: string;
+  subject_id: string;
+  key: string;
+  kind: string;
+}
+
 /** The one Kysely schema of the service. */
 export interface Database {
   signing_key: SigningKeyTable;
@@ -263,6 +287,8 @@ export interface Database {
   subject_location: SubjectLocationTable;
   data_cache: DataCacheTable;
   data_cache_point: DataCachePointTable;
+  data_cache_measure: DataCacheMeasureTable;
+  data_cache_kind: DataCacheKindTable;
   portal_user: PortalUserTable;
   mail_outbox: MailOutboxTable;
 }

@@ -96,11 +96,6 @@ export interface TypeProblems {
   group: string | null;
 }
 
-/** A jsonb item's data type, from the shape `data_point_items` gives it (migration 0008). */
-const kindOf = (item: RawBuilder<unknown>) => sql<string>`CASE jsonb_typeof(${item})
-  WHEN 'string' THEN 'String' WHEN 'number' THEN 'Integer or Decimal' WHEN 'boolean' THEN 'Boolean'
-  WHEN 'object' THEN CASE WHEN ${item} ? 't' THEN 'DateTime' WHEN ${item} ? 'd' THEN 'Date' ELSE 'Time' END END`;
-
 const num = (n: unknown) => Number(n);
 // A Float measure beyond the double range (percentile_cont between -1e308 and 1e308) is no Float: null (P83).
 const numOrNull = (n: unknown) => (n === null || n === undefined || !Number.isFinite(Number(n)) ? null : Number(n));
@@ -142,17 +137,12 @@ async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean):
     q.memorySets.some((m) => holdsExact(m.points)),
   );
   const groupKey = q.grouping.by === 'item' ? q.grouping.key : null;
-  const grouped = groupKey !== null;
   const percentiles =
-    q.percentiles.length > 0
-      ? sql`percentile_cont(cast(${q.percentiles} as float8[])) WITHIN GROUP (ORDER BY f) FILTER (WHERE inr)`
-      : sql`NULL::float8[]`;
+    q.percentiles.length > 0 ? sql`percentile_cont(cast(${q.percentiles} as float8[])) WITHIN GROUP (ORDER BY f)` : sql`NULL::float8[]`;
   const stddev = numericStddev ? toFloat(sql`stddev_samp(v)`) : sql`stddev_samp(f)`;
-  const measures = sql`count(v) AS n, count(DISTINCT pts.sid) FILTER (WHERE inr) AS subjects, trim_scale(sum(v))::text AS sum,
-    ${toFloat(sql`avg(v)`)} AS average, min(f) AS min, max(f) AS max, ${stddev} AS stddev, ${percentiles} AS percentiles,
-    min(vbad) AS vbad, min(tbad) AS tbad, min(gbad) AS gbad`;
-  // Grouping sets by `inr` (in range) first: one sort gives the buckets and, rolled up, the whole range;
-  // points out of range, or without a usable value or time, land in groups the caller ignores.
+  // avg(v) is sum(v) / count(v) in numeric (the same division): one exact accumulator instead of two.
+  const measures = sql`count(v) AS n, count(DISTINCT pts.sid) AS subjects, trim_scale(sum(v))::text AS sum,
+    ${toFloat(sql`sum(v) / nullif(count(v), 0)`)} AS average, min(f) AS min, max(f) AS max, ${stddev} AS stddev, ${percentiles} AS percentiles`;
   const byGroup =
     q.grouping.by === 'none'
       ? undefined
@@ -175,51 +165,67 @@ async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean):
             AND l.subject_id = ANY(cast(${[...q.rowSubjectIds, ...q.memorySets.map((m) => m.subjectId)]} as uuid[]))
         )`
       : sql``;
+  const [fromMs, toMs] = [q.instantBounds[0]!, q.instantBounds[n]!];
+  const [fromDay, toDay] = [q.dayBounds[0]!, q.dayBounds[n]!];
+  // The typed pairs of the rows (migration 0010) within [from, to), and those of the sets in memory; the
+  // group item (a String) looked up in the point's items only when grouping by it.
   const statement = sql<Record<string, unknown>>`
     WITH src AS (
-      SELECT p.subject_id AS sid, p.items FROM data_cache_point p
-      WHERE p.tenant_id = ${q.tenantId} AND p.extract_key = ${q.extractKey} AND p.subject_id = ANY(cast(${q.rowSubjectIds} as uuid[]))
+      SELECT m.subject_id AS sid, m.v, m.ms, m.day ${groupKey !== null ? sql`, p.items -> ${groupKey} AS gv` : sql``}
+      FROM data_cache_measure m
+      ${groupKey !== null ? sql`JOIN data_cache_point p ON p.tenant_id = m.tenant_id AND p.extract_key = m.extract_key AND p.subject_id = m.subject_id AND p.ordinal = m.ordinal` : sql``}
+      WHERE m.tenant_id = ${q.tenantId} AND m.extract_key = ${q.extractKey} AND m.subject_id = ANY(cast(${q.rowSubjectIds} as uuid[]))
+        AND m.value_key = ${q.valueKey} AND m.time_key = ${q.timeKey}
+        AND (m.ms >= ${fromMs} AND m.ms < ${toMs} OR m.day >= ${fromDay} AND m.day < ${toDay})
       UNION ALL
-      SELECT (m->>'s')::uuid, data_point_items(x.p) FROM jsonb_array_elements(cast(${memory} as jsonb)) m, jsonb_array_elements(m->'p') AS x(p)
+      SELECT (s->>'s')::uuid, d.v, d.ms, d.day ${groupKey !== null ? sql`, i -> ${groupKey}` : sql``}
+      FROM jsonb_array_elements(cast(${memory} as jsonb)) s, jsonb_array_elements(s->'p') AS x(p),
+        data_point_items(x.p) AS i, data_point_measures(i) AS d
+      WHERE d.value_key = ${q.valueKey} AND d.time_key = ${q.timeKey}
     ), pts AS (
-      SELECT sid, v, v::float8 AS f, b, b BETWEEN 1 AND ${n} AS inr, ${grouped ? sql`g, gbad` : sql`NULL::text AS g, NULL::text AS gbad`}, vbad, tbad FROM (
-        SELECT sid, v,
-          CASE WHEN v IS NOT NULL THEN coalesce(
-            width_bucket(ms, cast(${q.instantBounds} as int8[])), width_bucket(day, cast(${q.dayBounds} as int8[]))) END AS b,
-          CASE WHEN v IS NULL AND vv IS NOT NULL THEN ${kindOf(sql.ref('vv'))} END AS vbad,
-          CASE WHEN ms IS NULL AND day IS NULL AND tv IS NOT NULL THEN ${kindOf(sql.ref('tv'))} END AS tbad
-          ${grouped ? sql`, CASE WHEN jsonb_typeof(gv) = 'string' THEN gv #>> '{}' END AS g, CASE WHEN jsonb_typeof(gv) <> 'string' THEN ${kindOf(sql.ref('gv'))} END AS gbad` : sql``}
-        FROM (
-          SELECT sid, vv, tv, CASE WHEN jsonb_typeof(vv) = 'number' THEN vv::numeric END AS v, (tv -> 't')::int8 AS ms, (tv -> 'd')::int8 AS day
-            ${grouped ? sql`, gv` : sql``}
-          FROM (
-            -- Each item looked up once per point (OFFSET 0: the planner would inline the lookups into every use).
-            SELECT sid, items -> ${q.valueKey} AS vv, items -> ${q.timeKey} AS tv ${grouped ? sql`, items -> ${groupKey} AS gv` : sql``} FROM src OFFSET 0
-          ) y OFFSET 0
-        ) x
-      ) w
+      SELECT sid, v, f, b ${groupKey !== null ? sql`, g` : sql``} FROM (
+        SELECT sid, v, v::float8 AS f,
+          coalesce(width_bucket(ms, cast(${q.instantBounds} as int8[])), width_bucket(day, cast(${q.dayBounds} as int8[]))) AS b
+          ${groupKey !== null ? sql`, CASE WHEN jsonb_typeof(gv) = 'string' THEN gv #>> '{}' END AS g` : sql``}
+        FROM src
+      ) w WHERE b BETWEEN 1 AND ${n}
     ) ${member}
-    SELECT false AS grouped, NULL::text AS g, GROUPING(b) AS rolled, inr, b, ${measures}
-    FROM pts GROUP BY GROUPING SETS ((inr, b), (inr))
+    SELECT false AS grouped, NULL::text AS g, GROUPING(b) AS rolled, b, ${measures}
+    FROM pts GROUP BY GROUPING SETS ((b), ())
     ${
       byGroup
-        ? sql`UNION ALL SELECT true, ${byGroup.g}, GROUPING(b), inr, b, ${measures} FROM ${byGroup.from}
-            WHERE ${byGroup.g} IS NOT NULL GROUP BY GROUPING SETS ((inr, ${byGroup.g}, b), (inr, ${byGroup.g}))`
+        ? sql`UNION ALL SELECT true, ${byGroup.g}, GROUPING(b), b, ${measures} FROM ${byGroup.from}
+            WHERE ${byGroup.g} IS NOT NULL GROUP BY GROUPING SETS ((${byGroup.g}, b), (${byGroup.g}))`
         : sql``
     }`;
-  const result = await inTransaction(db, async (trx) => {
+  // The data types the items asked for hold anywhere in the subjects' points.
+  const keys = [q.valueKey, q.timeKey, ...(groupKey !== null ? [groupKey] : [])];
+  const kinds = sql<{ key: string; kind: string }>`
+    SELECT key, kind FROM data_cache_kind
+    WHERE tenant_id = ${q.tenantId} AND extract_key = ${q.extractKey} AND subject_id = ANY(cast(${q.rowSubjectIds} as uuid[]))
+      AND key = ANY(cast(${keys} as text[]))
+    UNION
+    SELECT k.key, k.kind FROM jsonb_array_elements(cast(${memory} as jsonb)) s, jsonb_array_elements(s->'p') AS x(p),
+      data_point_kinds(data_point_items(x.p)) AS k
+    WHERE k.key = ANY(cast(${keys} as text[]))`;
+  const [result, found] = await inTransaction(db, async (trx) => {
     // One statement over tens of thousands of rows: compiling it (JIT) costs more than running it, and
     // its sorts fit in memory with a little more than the default work_mem.
     await sql`SELECT set_config('jit', 'off', true), set_config('work_mem', '32MB', true)`.execute(trx);
-    return statement.execute(trx);
+    return [await statement.execute(trx), await kinds.execute(trx)] as const;
   });
-  const problems: TypeProblems = { value: null, time: null, group: null };
+  const problem = (key: string, fits: readonly string[]) =>
+    found.rows
+      .filter((r) => r.key === key && !fits.includes(r.kind))
+      .map((r) => r.kind)
+      .sort()[0] ?? null;
+  const problems: TypeProblems = {
+    value: problem(q.valueKey, ['Integer or Decimal']),
+    time: problem(q.timeKey, ['DateTime', 'Date']),
+    group: groupKey !== null ? problem(groupKey, ['String']) : null,
+  };
   const rows: AggregateRow[] = [];
   for (const r of result.rows) {
-    problems.value ??= (r['vbad'] as string | null) ?? null;
-    problems.time ??= (r['tbad'] as string | null) ?? null;
-    problems.group ??= (r['gbad'] as string | null) ?? null;
-    if (r['inr'] !== true) continue;
     rows.push({
       group: (r['g'] as string | null) ?? null,
       grouped: r['grouped'] === true,

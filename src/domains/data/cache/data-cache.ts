@@ -48,7 +48,12 @@ export class DataCache {
   private readonly fetcher: CacheFetcher;
   private readonly sweep: CacheSweep;
 
-  constructor(db: Db, config: Config, log: Logger, secrets: SecretBox) {
+  constructor(
+    db: Db,
+    private readonly config: Config,
+    log: Logger,
+    secrets: SecretBox,
+  ) {
     this.store = new CacheStore(db, config, log);
     this.fetcher = new CacheFetcher(this.store, config, log, secrets);
     this.sweep = new CacheSweep(db, this.store, this.fetcher, config, log);
@@ -56,6 +61,16 @@ export class DataCache {
 
   get provider(): ProviderClient {
     return this.fetcher.provider;
+  }
+
+  /** See CacheStore.invalidationMark: what a remembered answer over fresh rows is valid under (P126). */
+  invalidationMark(tenantId: string, extractKey: string): string | undefined {
+    return this.store.invalidationMark(tenantId, extractKey);
+  }
+
+  /** When data fetched at `fetchedAt` stops being fresh (epoch ms). */
+  freshUntil(fetchedAt: Date): number {
+    return fetchedAt.getTime() + this.config.CACHE_TTL_SECONDS * 1000;
   }
 
   /**

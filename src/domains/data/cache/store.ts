@@ -58,6 +58,8 @@ export class CacheStore {
   private subscription: Unsubscribe | undefined;
   /** Whether the LRU may be trusted: every invalidation since it was filled has been heard. */
   private coherent = false;
+  /** Times the instance may have missed invalidations (the listener lost, its own event not heard). */
+  private losses = 0;
 
   constructor(
     private readonly db: Db,
@@ -90,6 +92,7 @@ export class CacheStore {
       },
       disconnected: () => {
         this.coherent = false;
+        this.losses++;
         this.lru?.clear();
         this.log.warn('cache invalidation listener lost; in-process cache off until it reconnects');
       },
@@ -109,6 +112,15 @@ export class CacheStore {
   /** The number of invalidations of an extract seen so far: read before a fetch, passed to `remember`. */
   generation(tenantId: string, extractKey: string): number {
     return this.generations.get(`${tenantId}\u0001${extractKey}`) ?? 0;
+  }
+
+  /**
+   * A mark that moves with every invalidation of the extract this instance hears, and whenever it may have
+   * missed one; undefined while it may be missing them. What was fresh in the rows when a mark was read is
+   * fresh still while the mark stands (until its TTL).
+   */
+  invalidationMark(tenantId: string, extractKey: string): string | undefined {
+    return this.coherent ? `${this.losses}.${this.generation(tenantId, extractKey)}` : undefined;
   }
 
   /** Whether data fetched then is still within the TTL. */
@@ -225,6 +237,7 @@ export class CacheStore {
               // The subscription did not hear its own event: it may be hearing nothing. Off with the
               // in-process cache until an event arrives again.
               this.coherent = false;
+              this.losses++;
               this.lru?.clear();
               this.log.warn(
                 { extract: e.inv.x },

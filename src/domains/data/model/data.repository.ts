@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import type { DataCacheRow, DataExtractRow, DataExtractTable, DataSourceRow, DataSourceTable, Db, NewRow } from '../../../db/tables.js';
 import { inTransaction } from '../../../db/transaction.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../../db/paging.js';
@@ -198,12 +198,36 @@ async function rewritePoints(db: Db, tenantId: string, extractKeys: readonly str
   const entries = (q: string) =>
     sql<boolean>`${sql.ref(`${q}.tenant_id`)} = ${tenantId} AND ${sql.ref(`${q}.extract_key`)} = ANY(cast(${extractKeys} as text[]))
       AND ${sql.ref(`${q}.subject_id`)} = ANY(cast(${subjectIds} as uuid[]))`;
-  await sql`DELETE FROM data_cache_point p WHERE ${entries('p')}`.execute(db);
-  await sql`
-    INSERT INTO data_cache_point (tenant_id, extract_key, subject_id, ordinal, items)
-    SELECT c.tenant_id, c.extract_key, c.subject_id, x.n, data_point_items(x.p)
+  await deletePointRows(db, entries);
+  await insertPointRows(
+    db,
+    sql`SELECT c.tenant_id, c.extract_key, c.subject_id, x.n, data_point_items(x.p)
     FROM data_cache c, jsonb_array_elements(c.points) WITH ORDINALITY AS x(p, n)
-    WHERE ${entries('c')} AND c.points IS NOT NULL`.execute(db);
+    WHERE ${entries('c')} AND c.points IS NOT NULL`,
+  );
+}
+
+/** Deletes some entries' point rows and the rows aggregates derive from them (migration 0010). */
+async function deletePointRows(db: Db, entries: (alias: string) => RawBuilder<boolean>): Promise<void> {
+  await sql`WITH m AS (DELETE FROM data_cache_measure m WHERE ${entries('m')}), k AS (DELETE FROM data_cache_kind k WHERE ${entries('k')})
+    DELETE FROM data_cache_point p WHERE ${entries('p')}`.execute(db);
+}
+
+/**
+ * Inserts point rows (`rows` selects tenant_id, extract_key, subject_id, ordinal, items) and, in the same
+ * statement, what aggregates read of them: every (numeric item, time item) pair typed, and the data types
+ * each subject's items hold (migration 0010).
+ */
+async function insertPointRows(db: Db, rows: RawBuilder<unknown>): Promise<void> {
+  await sql`
+    WITH p AS (INSERT INTO data_cache_point (tenant_id, extract_key, subject_id, ordinal, items) ${rows} RETURNING *),
+    m AS (
+      INSERT INTO data_cache_measure (tenant_id, extract_key, subject_id, value_key, time_key, ordinal, v, ms, day)
+      SELECT p.tenant_id, p.extract_key, p.subject_id, d.value_key, d.time_key, p.ordinal, d.v, d.ms, d.day
+      FROM p, data_point_measures(p.items) d
+    )
+    INSERT INTO data_cache_kind (tenant_id, extract_key, subject_id, key, kind)
+    SELECT DISTINCT p.tenant_id, p.extract_key, p.subject_id, k.key, k.kind FROM p, data_point_kinds(p.items) k`.execute(db);
 }
 
 /** Moves an extract's cache epoch (refresh, new options): fetches that read the old one store nothing. */
