@@ -1,14 +1,20 @@
 /**
  * Change posts at provider scale (issue 32, build point 3): a provider's client sends
  * BENCH_BURST_POSTS (1,000) change posts, BENCH_BURST_IN_FLIGHT (50) at a time, over
- * BENCH_BURST_SUBJECTS (250) subjects whose `steps` sets are cached; printed: posts/s, the answers by
- * status, and the provider calls the background re-fetch of the last round's flagged subjects cost
- * (one post per subject, target ⌈subjects / PROVIDER_BATCH_SIZE⌉) with the time until it was done.
+ * BENCH_BURST_SUBJECTS (250) subjects whose `steps` sets are cached; printed: one post alone with its
+ * statements (and their times), then per burst posts/s, the answers by status, the statements per post
+ * (the background re-fetches' included) and this process's CPU per post, for posts that flag one subject
+ * each and for the same posts matching no extract (the request's path without the flagging); then the
+ * provider calls the background re-fetch of one round's flagged subjects cost (one post per subject,
+ * target ⌈subjects / PROVIDER_BATCH_SIZE⌉) with the time until it was done. BENCH_BURST_PROFILE=<file>
+ * writes a V8 CPU profile of the flagging burst.
  *
  * In this process: the app (buildApp over a fresh bench database: PGlite in a temp dir, or with
  * DATABASE_URL a new `ssdi_bench_<random>` database, dropped at the end) and the fake provider of the
  * tests on loopback. `npm run bench:change-burst`; see bench/README.md, "Change bursts".
  */
+import { writeFile } from 'node:fs/promises';
+import { Session } from 'node:inspector/promises';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
@@ -27,11 +33,18 @@ const POSTS = envNumber('BENCH_BURST_POSTS', 1000);
 const IN_FLIGHT = envNumber('BENCH_BURST_IN_FLIGHT', 50);
 const SUBJECTS = envNumber('BENCH_BURST_SUBJECTS', 250);
 const BATCH = 100;
+const PROFILE = process.env['BENCH_BURST_PROFILE'];
 
 await runMain('change-burst', async () => {
   const db = await createBenchDatabase(process.env['DATABASE_URL']);
   onCleanup('database', () => db.dispose());
-  const handle = await db.open();
+  // Every statement the app runs, counted (and during one traced post, kept) for statements per post.
+  let statements = 0;
+  let trace: string[] | undefined;
+  const handle = await db.open((text, _, ms) => {
+    statements++;
+    trace?.push(`${ms.toFixed(1).padStart(5)} ms ${text.replace(/\s+/g, ' ').slice(0, 100)}`);
+  });
   onCleanup('handle', () => handle.close());
   await migrateToLatest(handle.db);
   const provider = await new FakeProvider().start();
@@ -47,6 +60,8 @@ await runMain('change-burst', async () => {
     PUBLIC_URL: url,
     DATA_DIR: '/nonexistent',
     PROVIDER_BATCH_SIZE: String(BATCH),
+    // Admission as the environment sets it (ADMISSION_*; by default a client holds half of the pool's 10 units).
+    ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('ADMISSION_'))),
   });
   const built = await buildApp({
     config,
@@ -85,10 +100,10 @@ await runMain('change-burst', async () => {
       await sleep(500);
     }
   };
-  const post = async (subjects: readonly string[]) => {
+  const post = async (subjects: readonly string[], metric = 'steps') => {
     const started = performance.now();
     const statuses = await pool(subjects, IN_FLIGHT, async (n) => {
-      const r = await t.provider.post(CHANGE, { SubjectIdentifier: n, DataExtractsOptionsValuesFilter: { metric: 'steps' } });
+      const r = await t.provider.post(CHANGE, { SubjectIdentifier: n, DataExtractsOptionsValuesFilter: { metric } });
       return r.status;
     });
     const ms = performance.now() - started;
@@ -98,10 +113,42 @@ await runMain('change-burst', async () => {
   };
 
   await warm();
-  const burst = await post(Array.from({ length: POSTS }, (_, i) => numbers[i % SUBJECTS]!));
-  console.log(
-    `${db.kind}: ${POSTS} posts, ${IN_FLIGHT} in flight: ${((POSTS * 1000) / burst.ms).toFixed(0)} posts/s, statuses ${JSON.stringify(burst.counts)}`,
-  );
+  await settle();
+  trace = [];
+  const one = await post([numbers[0]!]);
+  const traced = trace;
+  trace = undefined;
+  console.log(`${db.kind}: one post alone: ${one.ms.toFixed(1)} ms, ${traced.length} statements:\n  ${traced.join('\n  ')}`);
+  /** A burst of POSTS posts, IN_FLIGHT at a time, over the subjects; printed with its statements and CPU per post. */
+  const measure = async (label: string, metric: string, profileTo?: string) => {
+    await settle();
+    const counted = statements;
+    const profile = profileTo ? new Session() : undefined;
+    if (profile) {
+      profile.connect();
+      await profile.post('Profiler.enable');
+      await profile.post('Profiler.start');
+    }
+    const cpu = process.cpuUsage();
+    const burst = await post(
+      Array.from({ length: POSTS }, (_, i) => numbers[i % SUBJECTS]!),
+      metric,
+    );
+    const { user, system } = process.cpuUsage(cpu);
+    if (profile) {
+      const { profile: p } = await profile.post('Profiler.stop');
+      await writeFile(profileTo!, JSON.stringify(p));
+      profile.disconnect();
+    }
+    console.log(
+      `${db.kind}: ${POSTS} posts ${label}, ${IN_FLIGHT} in flight: ${((POSTS * 1000) / burst.ms).toFixed(0)} posts/s, ` +
+        `statuses ${JSON.stringify(burst.counts)}, ${((statements - counted) / POSTS).toFixed(2)} statements per post (re-fetches included), ` +
+        `CPU per post in this process (the app, its client and the provider): ${(user / 1000 / POSTS).toFixed(2)} ms user + ${(system / 1000 / POSTS).toFixed(2)} ms system`,
+    );
+  };
+  await measure('flagging one subject each', 'steps', PROFILE);
+  // The same posts matching no extract: the request's path without the flagging (its floor).
+  await measure('flagging nothing (filter matching no extract)', 'none');
 
   await settle();
   await warm();

@@ -36,7 +36,7 @@ export interface BenchDatabase {
   /** PostgreSQL: the fresh database's URL (the service's DATABASE_URL). */
   databaseUrl?: string;
   /** Opens a handle on the bench database (PGlite: only one process at a time). */
-  open(onQuery?: (sql: string, parameters: readonly unknown[]) => void): Promise<DatabaseHandle>;
+  open(onQuery?: (sql: string, parameters: readonly unknown[], ms: number) => void): Promise<DatabaseHandle>;
   /** Removes the database (PGlite: the directory; PostgreSQL: DROP DATABASE). Idempotent. */
   dispose(): Promise<void>;
 }

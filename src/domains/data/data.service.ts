@@ -113,8 +113,9 @@ function validateChange(input: DataChangeInput): { filter: Record<string, unknow
  * A data provider reports created, updated (`newOrUpdatedDataPoints`) or removed
  * (`removedDataPointIdentifiers`) data of one subject (D4, D10). Only clients listed as inbound clients of
  * a data source may (403); the subject must be known to one of those sources (404). The entries of the
- * matching extracts are flagged stale, and removed ids leave them, in one transaction whose
- * invalidation reaches every instance before this returns; then they are re-fetched in the background.
+ * matching extracts are flagged stale, and removed ids leave them, in one transaction (shared with
+ * concurrent reports: DataCache.report) whose invalidation reaches every instance before this returns;
+ * then they are re-fetched in the background.
  */
 export async function reportDataChange(ctx: Context, input: DataChangeInput): Promise<{ flaggedDataExtractKeys: string[] }> {
   const { tenantId, clientId } = ctx.principal;
@@ -135,11 +136,13 @@ export async function reportDataChange(ctx: Context, input: DataChangeInput): Pr
   // What live subscribers hear (dataPointsChanged): a report of removals only is REMOVED.
   const kind = removed.length > 0 && points.length === 0 ? 'REMOVED' : 'CHANGED';
   const flagged = extracts
-    .map((x) => ({ key: x.key, subjectIds: subjectsBySource.get(x.data_source_key) ?? [] }))
+    .map((x) => {
+      const subjectIds = subjectsBySource.get(x.data_source_key) ?? [];
+      return { key: x.key, subjectIds, recreatedIds: new Map(subjectIds.map((id) => [id, recreated])) };
+    })
     .filter((x) => x.subjectIds.length > 0);
-  await ctx.data.answering((trx, answering) =>
-    invalidate(trx, { tenantId, extracts: flagged, kind, removedIds: removed, recreatedIds: recreated }, answering),
-  );
+  // Valid and known by now: flagged with concurrent reports, its failures are still its own.
+  if (flagged.length > 0) await ctx.data.report({ tenantId, extracts: flagged, kind, removedIds: removed });
   return { flaggedDataExtractKeys: flagged.map((x) => x.key) };
 }
 

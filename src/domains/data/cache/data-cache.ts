@@ -3,7 +3,7 @@ import type { Config } from '../../../core/config.js';
 import type { EventBus } from '../../../db/event-bus.js';
 import type { Db } from '../../../db/tables.js';
 import type { DataPoint, ExtractWithSource, SecretBox } from '../model/index.js';
-import type { Answering } from './invalidation.js';
+import { type Answering, type DataChange, ReportBatch } from './invalidation.js';
 import { CacheFetcher, type Want } from './fetcher.js';
 import { CacheStore, type Outcome, type SubjectKey } from './store.js';
 import { CacheSweep } from './sweep.js';
@@ -47,6 +47,7 @@ export class DataCache {
   private readonly store: CacheStore;
   private readonly fetcher: CacheFetcher;
   private readonly sweep: CacheSweep;
+  private readonly reports = new ReportBatch((fn) => this.answering(fn));
 
   constructor(
     db: Db,
@@ -194,6 +195,14 @@ export class DataCache {
       out.set(id, fetchedAt ? { at: 'rows', fetchedAt } : o instanceof Error ? o : { at: 'memory', ...o });
     }
     return out;
+  }
+
+  /**
+   * Flags a provider's change report (D10), together with the reports of concurrent requests (ReportBatch):
+   * resolves once its invalidations reached every instance, as `answering` would.
+   */
+  report(change: DataChange): Promise<void> {
+    return this.reports.report(change);
   }
 
   /**

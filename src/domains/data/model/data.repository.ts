@@ -243,7 +243,8 @@ export async function bumpExtractEpoch(db: Db, tenantId: string, extractKey: str
 /**
  * Flags one subject's entries of some extracts stale (a change notification, D10), creating a flag-only
  * row where nothing is cached yet so that a fetch already in flight cannot store its answer as fresh.
- * `removedIds` leave the cached sets at once and are remembered; `recreatedIds` are forgotten as removed.
+ * `removedIds` leave the cached sets at once and are remembered; `recreatedIds` (by subject id: several
+ * reports flagged together name their own) are forgotten as removed.
  */
 export async function flagSubject(
   db: Db,
@@ -251,11 +252,12 @@ export async function flagSubject(
   extractKeys: readonly string[],
   subjectIds: readonly string[],
   removedIds: readonly string[],
-  recreatedIds: readonly string[],
+  recreatedIds: ReadonlyMap<string, readonly string[]>,
 ): Promise<void> {
   if (extractKeys.length === 0 || subjectIds.length === 0) return;
   // Rows in key order, as writeCache writes them: concurrent writers lock in one order.
   const keys = [...extractKeys].sort().flatMap((k) => [...subjectIds].sort().map((id) => [k, id] as const));
+  const recreated = JSON.stringify(Object.fromEntries(recreatedIds));
   await db
     .insertInto('data_cache')
     .values(
@@ -280,7 +282,7 @@ export async function flagSubject(
           SELECT coalesce(jsonb_agg(p.value ORDER BY p.ordinality), '[]'::jsonb)
           FROM jsonb_array_elements(data_cache.points) WITH ORDINALITY AS p
           WHERE NOT (p.value->>'Id' = ANY(${removedIds}::text[]))) END`,
-        removed_ids: sql`array(SELECT DISTINCT r FROM unnest(data_cache.removed_ids || ${removedIds}::text[]) AS r WHERE NOT (r = ANY(${recreatedIds}::text[])) ORDER BY r)`,
+        removed_ids: sql`array(SELECT DISTINCT r FROM unnest(data_cache.removed_ids || ${removedIds}::text[]) AS r WHERE NOT (r = ANY(ARRAY(SELECT jsonb_array_elements_text(${recreated}::jsonb -> data_cache.subject_id::text)))) ORDER BY r)`,
       }),
     )
     .execute();
