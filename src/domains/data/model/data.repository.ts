@@ -2,7 +2,7 @@ import { type RawBuilder, sql } from 'kysely';
 import type { DataCacheRow, DataExtractRow, DataExtractTable, DataSourceRow, DataSourceTable, Db, NewRow } from '../../../db/tables.js';
 import { inTransaction } from '../../../db/transaction.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../../db/paging.js';
-import { type DataPoint, holdsExact } from './points.js';
+import { type DataPoint, holdsExact, pointItems } from './points.js';
 import { parseExactJson, stringifyExactJson } from './exact-json.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
@@ -178,11 +178,12 @@ export async function writeCache(
       )
       .returning(['subject_id', 'version', 'fetched_at'])
       .execute();
-    await rewritePoints(
+    const kept = new Set(stored.map((r) => r.subject_id));
+    await writePointRows(
       trx,
       tenantId,
-      [extractKey],
-      stored.map((r) => r.subject_id),
+      extractKey,
+      writes.filter((w) => kept.has(w.subjectId)),
     );
     return stored as { subject_id: string; version: string; fetched_at: Date }[];
   });
@@ -228,6 +229,30 @@ async function insertPointRows(db: Db, rows: RawBuilder<unknown>): Promise<void>
     )
     INSERT INTO data_cache_kind (tenant_id, extract_key, subject_id, key, kind)
     SELECT DISTINCT p.tenant_id, p.extract_key, p.subject_id, k.key, k.kind FROM p, data_point_kinds(p.items) k`.execute(db);
+}
+
+/**
+ * rewritePoints for sets written from JS: the rows' items derived here (pointItems, as `data_point_items`
+ * derives them) and sent as one JSON text, instead of a function call per point in the database (P113).
+ */
+async function writePointRows(db: Db, tenantId: string, extractKey: string, writes: readonly CacheWrite[]): Promise<void> {
+  if (writes.length === 0) return;
+  const subjectIds = writes.map((w) => w.subjectId);
+  await deletePointRows(
+    db,
+    (q) => sql<boolean>`${sql.ref(`${q}.tenant_id`)} = ${tenantId} AND ${sql.ref(`${q}.extract_key`)} = ${extractKey}
+      AND ${sql.ref(`${q}.subject_id`)} = ANY(cast(${subjectIds} as uuid[]))`,
+  );
+  const rows = writes.map((w) => ({ s: w.subjectId, p: w.points.map(pointItems) }));
+  await insertPointRows(
+    db,
+    sql`SELECT ${tenantId}::uuid, ${extractKey}, (m->>'s')::uuid, x.n::int, x.i
+    FROM jsonb_array_elements(cast(${stringifyExactJson(
+      rows,
+      writes.some((w) => holdsExact(w.points)),
+    )} as jsonb)) AS m,
+      jsonb_array_elements(m->'p') WITH ORDINALITY AS x(i, n)`,
+  );
 }
 
 /** Moves an extract's cache epoch (refresh, new options): fetches that read the old one store nothing. */
