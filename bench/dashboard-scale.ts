@@ -299,7 +299,7 @@ const yes = (h: boolean | undefined) => (h === undefined ? '–' : h ? 'holds' :
 export function scaleMarkdown(s: ScaleResult, database: string): string {
   const { from, to } = rangeOf(s.dataset);
   return [
-    `Dashboards at scale (issue 32), ${database}: ${s.dataset.subjects} subjects × ${s.dataset.days} daily points = ${s.points} points, ` +
+    `Dashboards at scale (issue 32)${database ? `, ${database}` : ''}: ${s.dataset.subjects} subjects × ${s.dataset.days} daily points = ${s.points} points, ` +
       `${from} to ${to}; filled in ${s.fill.seconds} s (${s.fill.how}, ${s.fill.providerCalls} provider calls); VACUUM ANALYZE ${s.vacuumSeconds} s; ` +
       `DuckDB ${s.reference.rows} rows (export ${s.reference.exportSeconds} s, load ${s.reference.loadSeconds} s), ${REFERENCE_RUNS} runs per question. ` +
       'The machine is shared with other work: absolute times are noisy, the ratio to DuckDB in the same run is what counts.',
