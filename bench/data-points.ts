@@ -284,6 +284,7 @@ async function main() {
         retries: 0,
         backoffMs: 1,
         maxPages: 100,
+        concurrency: 8,
         breakerFailures: 1000,
         breakerThreshold: 0.5,
         breakerWindowMs: 10_000,

@@ -909,8 +909,8 @@ describe('as fresh as a read (D10)', () => {
     }
   });
 
-  it('sends at most PROVIDER_READ_CONCURRENCY of its chunks at once', async () => {
-    const w = await world({ PROVIDER_BATCH_SIZE: '1', PROVIDER_READ_CONCURRENCY: '2' });
+  it('sends at most PROVIDER_CONCURRENCY of its chunks at once', async () => {
+    const w = await world({ PROVIDER_BATCH_SIZE: '1', PROVIDER_CONCURRENCY: '2' });
     try {
       w.data.set('m', new Map([...w.subjects.keys()].map((ext) => [ext, [point(`${ext}-1`, ext, 1, '2026-03-25')]])));
       w.provider.always = { delayMs: 100 };

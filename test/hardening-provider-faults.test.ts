@@ -243,7 +243,7 @@ describe('the breaker keeps D10 (F7)', () => {
   it('an aggregate over many chunks, with the circuit open and the provider still failing, costs one probe', async () => {
     const { provider, t } = await setup(10);
     // An instance (a circuit of its own) that asks for 2 subjects per call, one call at a time.
-    const peer = await startPeer(app, { PROVIDER_BATCH_SIZE: '2', PROVIDER_READ_CONCURRENCY: '1' });
+    const peer = await startPeer(app, { PROVIDER_BATCH_SIZE: '2', PROVIDER_CONCURRENCY: '1' });
     try {
       const api = new ApiClient(peer.url, t.api.token);
       provider.always = { status: 500 };
@@ -274,7 +274,7 @@ describe('the breaker keeps D10 (F7)', () => {
     // whose circuit, once open, waits a minute before its timed probe.
     const peer = await startPeer(app, {
       PROVIDER_BATCH_SIZE: '2',
-      PROVIDER_READ_CONCURRENCY: '1',
+      PROVIDER_CONCURRENCY: '1',
       CACHE_TTL_SECONDS: '1',
       PROVIDER_BREAKER_PROBE_MS: '60000',
       PROVIDER_BREAKER_OPEN_MS: '60000',

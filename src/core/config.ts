@@ -133,8 +133,12 @@ const envSchema = z
     PROVIDER_BREAKER_WINDOW_MS: z.coerce.number().int().min(100).max(3_600_000).default(10_000),
     PROVIDER_BREAKER_PROBE_MS: z.coerce.number().int().min(0).max(3_600_000).default(1_000),
     PROVIDER_BREAKER_OPEN_MS: z.coerce.number().int().min(0).default(1_500),
-    /** Provider calls in flight at once for one request's fetch (an aggregate's chunks). */
-    PROVIDER_READ_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
+    /**
+     * Provider calls in flight at once per data source and instance, readers and background re-fetches
+     * together (one request's chunks are also started at most this many at a time); a Retry-After pauses
+     * them all (P112). Replaces PROVIDER_READ_CONCURRENCY, which bounded each request alone.
+     */
+    PROVIDER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
     /** Provider calls in flight at once for background re-fetches (per instance). */
     PROVIDER_REFETCH_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(4),
     CACHE_TTL_SECONDS: z.coerce.number().int().min(1).default(86_400),

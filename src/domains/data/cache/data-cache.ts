@@ -97,8 +97,16 @@ export class DataCache {
     return this.fetcher.provider.breakerStates();
   }
 
-  /** The data points of some subjects of one extract: from the LRU, then PostgreSQL, then the provider. */
-  async load(tenantId: string, extract: ExtractWithSource, subjects: readonly SubjectKey[]): Promise<Map<string, Outcome>> {
+  /**
+   * The data points of some subjects of one extract: from the LRU, then PostgreSQL, then the provider;
+   * `onOutcome` hears each fetched subject's outcome as its chunk's answer arrives.
+   */
+  async load(
+    tenantId: string,
+    extract: ExtractWithSource,
+    subjects: readonly SubjectKey[],
+    onOutcome?: (subjectId: string, outcome: Outcome) => void,
+  ): Promise<Map<string, Outcome>> {
     const out = new Map<string, Outcome>();
     const pending: Want['subject'][] = [];
     for (const s of subjects) {
@@ -148,7 +156,14 @@ export class DataCache {
       });
     }
     for (const [id, p] of this.fetcher.fetch(tenantId, extract, wants, gen)) shared.push([id, p]);
-    for (const [id, p] of shared) out.set(id, await p);
+    await Promise.all(
+      shared.map(([id, p]) =>
+        p.then((o) => {
+          out.set(id, o);
+          onOutcome?.(id, o);
+        }),
+      ),
+    );
     return out;
   }
 
@@ -159,8 +174,16 @@ export class DataCache {
    * single-flight with concurrent readers, the older set served stale when the provider fails) and are
    * located in the rows once stored, in memory otherwise (served stale, or not stored because an
    * invalidation came first).
+   *
+   * `onProgress` (for partial answers) hears what is located so far: first what was fresh already, then
+   * again as each chunk's answer arrives (its subjects in memory until the end says where they are).
    */
-  async locate(tenantId: string, extract: ExtractWithSource, subjects: readonly SubjectKey[]): Promise<Map<string, Located>> {
+  async locate(
+    tenantId: string,
+    extract: ExtractWithSource,
+    subjects: readonly SubjectKey[],
+    onProgress?: (located: ReadonlyMap<string, Located>) => void,
+  ): Promise<Map<string, Located>> {
     const out = new Map<string, Located>();
     const unknown: SubjectKey[] = [];
     for (const s of subjects) {
@@ -179,7 +202,7 @@ export class DataCache {
       if (fetchedAt) out.set(s.id, { at: 'rows', fetchedAt });
       return !fetchedAt;
     });
-    const loaded = await this.load(tenantId, extract, rest);
+    const loaded = await this.load(tenantId, extract, rest, onProgress && this.progress(out, onProgress));
     // What this request fetched is in the rows now, unless an invalidation came first (then it is served
     // from memory, as a read serves it): the rows are read far faster than points sent along.
     const stored = await this.store.freshRows(
@@ -195,6 +218,28 @@ export class DataCache {
       out.set(id, fetchedAt ? { at: 'rows', fetchedAt } : o instanceof Error ? o : { at: 'memory', ...o });
     }
     return out;
+  }
+
+  /**
+   * Tells `onProgress` of what `located` holds now and adds each outcome heard, once per chunk's answer
+   * (the outcomes of one answer resolve together, before the next macrotask).
+   */
+  private progress(
+    located: ReadonlyMap<string, Located>,
+    onProgress: (located: ReadonlyMap<string, Located>) => void,
+  ): (subjectId: string, outcome: Outcome) => void {
+    const partial = new Map(located);
+    let told = false;
+    const tell = () => {
+      told = false;
+      onProgress(partial);
+    };
+    tell();
+    return (id, o) => {
+      partial.set(id, o instanceof Error ? o : { at: 'memory', ...o });
+      if (!told) setImmediate(tell);
+      told = true;
+    };
   }
 
   /**

@@ -64,6 +64,7 @@ export class CacheFetcher {
         retries: config.PROVIDER_RETRIES,
         backoffMs: config.PROVIDER_BACKOFF_MS,
         maxPages: config.PROVIDER_MAX_PAGES,
+        concurrency: config.PROVIDER_CONCURRENCY,
         breakerFailures: config.PROVIDER_BREAKER_FAILURES,
         breakerThreshold: config.PROVIDER_BREAKER_THRESHOLD,
         breakerWindowMs: config.PROVIDER_BREAKER_WINDOW_MS,
@@ -88,9 +89,10 @@ export class CacheFetcher {
   /**
    * Fetches in chunks of PROVIDER_BATCH_SIZE identifiers; `gen` is the store's generation of the extract
    * read before the cache rows were. Without `limit` (a reader's fetch) each subject's outcome is
-   * registered as in flight so that concurrent readers share the call, and at most
-   * PROVIDER_READ_CONCURRENCY of its chunks are in flight at once; with it (a background re-fetch, which
-   * waits in a queue) it is not, so readers never wait behind the queue.
+   * registered as in flight so that concurrent readers share the call, and at most PROVIDER_CONCURRENCY
+   * of its chunks are started at once (the provider client bounds the data source's calls across readers);
+   * each chunk's answer is stored as it arrives. With `limit` (a background re-fetch, which waits in a
+   * queue) nothing is registered, so readers never wait behind that queue.
    */
   fetch(tenantId: string, extract: ExtractWithSource, wants: readonly Want[], gen: number, limit?: Limit): Map<string, Promise<Outcome>> {
     const outcomes = new Map<string, Promise<Outcome>>();
@@ -101,7 +103,7 @@ export class CacheFetcher {
     const groups = [...byIdentifier.values()];
     // One reader's many chunks (an aggregate over thousands of subjects) go out a few at a time: the
     // provider is not flooded, and each answer is stored before the time-outs of the later calls run.
-    const queue = limit ?? (groups.length > size ? readerQueue(this.config.PROVIDER_READ_CONCURRENCY) : (run: Run) => run());
+    const queue = limit ?? (groups.length > size ? readerQueue(this.config.PROVIDER_CONCURRENCY) : (run: Run) => run());
     // Once one chunk's call failed, the later ones no longer probe an open circuit (P88): an aggregate
     // over many chunks costs a failing provider one probe, not one per chunk in turn.
     const calls = { failed: false };

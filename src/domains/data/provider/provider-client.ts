@@ -17,6 +17,7 @@ import {
   retry,
   timeout,
 } from 'cockatiel';
+import { setTimeout as sleep } from 'node:timers/promises';
 import * as oauth from 'oauth4webapi';
 import type { Logger } from 'pino';
 import { canonicalKeys } from '../../../core/input.js';
@@ -39,6 +40,8 @@ export interface ProviderPolicy {
   retries: number;
   backoffMs: number;
   maxPages: number;
+  /** Attempts in flight at once per data source (every reader and background re-fetch of the instance). */
+  concurrency: number;
   /** A circuit opens when, within `breakerWindowMs`, at least `breakerFailures` calls were made and `breakerThreshold` of them failed. */
   breakerFailures: number;
   breakerThreshold: number;
@@ -170,6 +173,14 @@ function retryAfter(header: string | null): number | undefined {
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
+/** A data source's attempts in flight, those waiting for a place (FIFO), and a Retry-After pause. */
+interface Gate {
+  active: number;
+  waiting: (() => void)[];
+  /** No attempt starts before this instant (epoch ms): the provider's last Retry-After. */
+  pausedUntil: number;
+}
+
 interface CachedToken {
   value: string;
   /** Renewed from this moment on: shortly before the provider's expires_in runs out. */
@@ -184,6 +195,7 @@ interface CachedToken {
  */
 export class ProviderClient {
   private readonly tokens = new Map<string, Promise<CachedToken>>();
+  private readonly gates = new Map<string, Gate>();
   private readonly breakers = new Map<
     string,
     { tenantId: string; dataSource: string; policy: CircuitBreakerPolicy; probeNow: { on: boolean } }
@@ -310,14 +322,43 @@ export class ProviderClient {
     const attemptTimeout = timeout(timeoutMs, TimeoutStrategy.Aggressive);
     try {
       return await retryPolicy.execute(({ signal }) =>
-        this.throughBreaker(source, mustReach, signal, (inner) =>
-          attemptTimeout.execute(({ signal: attemptSignal }) => this.attempt(source, body, attemptSignal), inner),
+        this.gated(source, () =>
+          this.throughBreaker(source, mustReach, signal, (inner) =>
+            attemptTimeout.execute(({ signal: attemptSignal }) => this.attempt(source, body, attemptSignal), inner),
+          ),
         ),
       );
     } catch (e) {
       if (e instanceof BrokenCircuitError) throw new CircuitOpenError();
       if (e instanceof TaskCancelledError) throw new ProviderError(`The provider did not answer within ${timeoutMs} ms.`, true);
       throw e;
+    }
+  }
+
+  /**
+   * Runs one attempt once the data source has a place for it (at most `concurrency` in flight: P112) and
+   * no Retry-After pause is running. A retryable answer with Retry-After pauses every attempt of the data
+   * source for that long, not only this call's retry: its other calls would be refused alike. The wait
+   * for a place counts toward no time-out, and the breaker decides after it.
+   */
+  private async gated<T>(source: ProviderSource, fn: () => Promise<T>): Promise<T> {
+    const id = `${source.tenantId}\u0001${source.key}`;
+    let gate = this.gates.get(id);
+    if (!gate) this.gates.set(id, (gate = { active: 0, waiting: [], pausedUntil: 0 }));
+    // A place freed is handed to the first waiter (FIFO), so a newcomer never overtakes it.
+    if (gate.active < this.policy.concurrency) gate.active++;
+    else await new Promise<void>((resolve) => gate.waiting.push(resolve));
+    try {
+      for (let wait = gate.pausedUntil - Date.now(); wait > 0; wait = gate.pausedUntil - Date.now()) await sleep(wait);
+      return await fn();
+    } catch (e) {
+      if (e instanceof ProviderError && e.retryable && e.retryAfterMs !== undefined)
+        gate.pausedUntil = Math.max(gate.pausedUntil, Date.now() + e.retryAfterMs);
+      throw e;
+    } finally {
+      const next = gate.waiting.shift();
+      if (next) next();
+      else gate.active--;
     }
   }
 
