@@ -143,12 +143,7 @@ async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean):
   // avg(v) is sum(v) / count(v) in numeric (the same division): one exact accumulator instead of two.
   const measures = sql`count(v) AS n, count(DISTINCT pts.sid) AS subjects, trim_scale(sum(v))::text AS sum,
     ${toFloat(sql`sum(v) / nullif(count(v), 0)`)} AS average, min(f) AS min, max(f) AS max, ${stddev} AS stddev, ${percentiles} AS percentiles`;
-  const byGroup =
-    q.grouping.by === 'none'
-      ? undefined
-      : q.grouping.by === 'item'
-        ? { from: sql`pts`, g: sql.ref('pts.g') }
-        : { from: sql`pts JOIN member ON member.sid = pts.sid`, g: sql.ref('member.g') };
+  const byGroup = q.grouping.by === 'child' ? { from: sql`pts JOIN member ON member.sid = pts.sid`, g: sql.ref('member.g') } : undefined;
   const member =
     q.grouping.by === 'child'
       ? sql`, parent AS (
@@ -182,7 +177,7 @@ async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean):
       FROM jsonb_array_elements(cast(${memory} as jsonb)) s, jsonb_array_elements(s->'p') AS x(p),
         data_point_items(x.p) AS i, data_point_measures(i) AS d
       WHERE d.value_key = ${q.valueKey} AND d.time_key = ${q.timeKey}
-    ), pts AS (
+    ), pts AS NOT MATERIALIZED (
       SELECT sid, v, f, b ${groupKey !== null ? sql`, g` : sql``} FROM (
         SELECT sid, v, v::float8 AS f,
           coalesce(width_bucket(ms, cast(${q.instantBounds} as int8[])), width_bucket(day, cast(${q.dayBounds} as int8[]))) AS b
@@ -190,12 +185,20 @@ async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean):
         FROM src
       ) w WHERE b BETWEEN 1 AND ${n}
     ) ${member}
-    SELECT false AS grouped, NULL::text AS g, GROUPING(b) AS rolled, b, ${measures}
-    FROM pts GROUP BY GROUPING SETS ((b), ())
+    ${
+      // A point has one item value or none: the range, the buckets and the groups in one pass over the
+      // points (the points of no group form a group of NULL, left out below). A subject may be below two
+      // children of the parent: the groups by child then take a second pass over the points joined to them.
+      q.grouping.by === 'item'
+        ? sql`SELECT GROUPING(g) = 0 AS grouped, g, GROUPING(b) AS rolled, b, ${measures}
+            FROM pts GROUP BY GROUPING SETS ((b), (), (g, b), (g))`
+        : sql`SELECT false AS grouped, NULL::text AS g, GROUPING(b) AS rolled, b, ${measures}
+            FROM pts GROUP BY GROUPING SETS ((b), ())`
+    }
     ${
       byGroup
         ? sql`UNION ALL SELECT true, ${byGroup.g}, GROUPING(b), b, ${measures} FROM ${byGroup.from}
-            WHERE ${byGroup.g} IS NOT NULL GROUP BY GROUPING SETS ((${byGroup.g}, b), (${byGroup.g}))`
+            GROUP BY GROUPING SETS ((${byGroup.g}, b), (${byGroup.g}))`
         : sql``
     }`;
   // The data types the items asked for hold anywhere in the subjects' points.
@@ -226,6 +229,7 @@ async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean):
   };
   const rows: AggregateRow[] = [];
   for (const r of result.rows) {
+    if (r['grouped'] === true && r['g'] === null) continue;
     rows.push({
       group: (r['g'] as string | null) ?? null,
       grouped: r['grouped'] === true,
