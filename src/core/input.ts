@@ -23,10 +23,13 @@ export function canonicalKeys(value: unknown, schema: z.ZodType): unknown {
   const d = defOf(s);
   if (d.type === 'array' && Array.isArray(value)) return value.map((v) => canonicalKeys(v, d.element!));
   if (d.type === 'object' && d.shape && typeof value === 'object' && value !== null && !Array.isArray(value)) {
-    const names = new Map(Object.keys(d.shape).map((k) => [k.toLowerCase(), k]));
+    // Built only for a key not spelled as the schema does (most bodies spell them all so).
+    let names: Map<string, string> | undefined;
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      const name = names.get(k.toLowerCase()) ?? k;
+      const name = Object.hasOwn(d.shape, k)
+        ? k
+        : ((names ??= new Map(Object.keys(d.shape).map((n) => [n.toLowerCase(), n]))).get(k.toLowerCase()) ?? k);
       // Own properties only: a request's `constructor` or `__proto__` is a name like any other (P47).
       setOwn(out, name, Object.hasOwn(d.shape, name) ? canonicalKeys(v, d.shape[name]!) : v);
     }
@@ -37,7 +40,9 @@ export function canonicalKeys(value: unknown, schema: z.ZodType): unknown {
 
 /** Sets `name` as an own property, whatever the name (`__proto__` would otherwise set the prototype). */
 export function setOwn(target: Record<string, unknown>, name: string, value: unknown): void {
-  Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
+  // Only `__proto__` is an accessor of Object.prototype; an assignment is far cheaper than a definition.
+  if (name === '__proto__') Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
+  else target[name] = value;
 }
 
 /** How deep JSON bodies may nest (the contract's deepest body nests 5 levels). */
