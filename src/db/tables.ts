@@ -1,4 +1,4 @@
-import type { Generated, GeneratedAlways, Insertable, Kysely, Selectable } from 'kysely';
+import type { ColumnType, Generated, GeneratedAlways, Insertable, Kysely, Selectable } from 'kysely';
 
 // int8 (count(*), bigint ids) arrive as strings from both databases; ids stay strings, counts are
 // converted where read.
@@ -181,6 +181,16 @@ export interface DataExtractTable {
   data_source_key: string;
   options: unknown;
   cache_epoch: Generated<string>;
+  /** What the extract's data points hold, as declared; written as JSON text (a JS array would be sent as a PostgreSQL array). */
+  items: ColumnType<DataExtractItem[], string | undefined, string>;
+}
+
+/** One item an extract's data points hold: its key in DataPointItems, a name and unit to show it with. */
+export interface DataExtractItem {
+  key: string;
+  name: string;
+  unit?: string;
+  dataType?: string;
 }
 
 export interface SubjectTable {

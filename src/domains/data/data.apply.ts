@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { Db } from '../../db/tables.js';
+import type { DataExtractItem, Db } from '../../db/tables.js';
 import { invalidate } from './cache/index.js';
 import {
   type SecretBox,
@@ -23,7 +23,13 @@ export interface DataSourcesPart {
     subjectIdentifier: string;
     inboundClientIds: readonly string[];
   }[];
-  dataExtracts: readonly { key: string; name: string; dataSourceKey: string; options: Record<string, unknown> }[];
+  dataExtracts: readonly {
+    key: string;
+    name: string;
+    dataSourceKey: string;
+    options: Record<string, unknown>;
+    items: readonly DataExtractItem[];
+  }[];
 }
 
 /**
@@ -62,7 +68,14 @@ export async function applyDataSources(trx: Db, secrets: SecretBox, tenantId: st
         changedSources.has(before.data_source_key))
     )
       changed.push(x.key);
-    await upsertDataExtract(trx, tenantId, { key: x.key, name: x.name, data_source_key: x.dataSourceKey, options: x.options });
+    // Its items only label its values: a change of them leaves the cached data as it is.
+    await upsertDataExtract(trx, tenantId, {
+      key: x.key,
+      name: x.name,
+      data_source_key: x.dataSourceKey,
+      options: x.options,
+      items: x.items,
+    });
   }
   if (changed.length > 0)
     await invalidate(trx, { tenantId, extracts: changed.map((key) => ({ key, subjectIds: null })), kind: 'REFRESHED' });

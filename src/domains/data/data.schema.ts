@@ -4,7 +4,7 @@ import { type Types, builder } from '../../graphql/builder.js';
 import { orderArgs, pageComplexity } from '../../graphql/connections.js';
 import type { Context } from '../../graphql/context.js';
 import { sortKeyOf } from '../custom-field/index.js';
-import type { DataExtractRow, SubjectRow } from '../../db/tables.js';
+import type { DataExtractItem, DataExtractRow, SubjectRow } from '../../db/tables.js';
 import { NotFoundError, ValidationError } from '../../core/errors.js';
 import { MAX_PAGE_SIZE, type PageArgs, paginateLoaded } from '../../db/paging.js';
 import { SubjectRef, subjectConfig, subjectUuid } from '../subject/index.js';
@@ -21,7 +21,7 @@ import {
   pointSortKey,
   pointValueText,
 } from './model/index.js';
-import { refreshDataSet, reportDataChange, saveDataExtract } from './data.service.js';
+import { MAX_UNIT_LENGTH, refreshDataSet, reportDataChange, saveDataExtract } from './data.service.js';
 
 export const DataExtractRef = builder.loadableNodeRef('DataExtract', {
   id: { resolve: (x: ExtractWithSource) => x.key },
@@ -166,11 +166,44 @@ builder.objectField(SubjectRef, 'dataPoints', (t) =>
   ),
 );
 
+const DataExtractItemRef = builder.objectRef<DataExtractItem>('DataExtractItem').implement({
+  description: "An item of the extract's data points, as the extract declares it: what to call it and its unit.",
+  fields: (t) => ({
+    key: t.exposeString('key', { description: 'The key of the item in the data points (DataPointItems[].Key).' }),
+    name: t.exposeString('name'),
+    unit: t.string({
+      nullable: true,
+      description: 'The unit of its values ("steps", "km", "bpm"), if it has one.',
+      resolve: (i) => i.unit ?? null,
+    }),
+    dataType: t.string({
+      nullable: true,
+      description: 'The DataType its values are sent with, if declared.',
+      resolve: (i) => i.dataType ?? null,
+    }),
+  }),
+});
+
+/** An item as createDataExtract and updateDataExtract take it. */
+const DataExtractItemInput = builder.inputType('DataExtractItemInput', {
+  fields: (f) => ({
+    key: f.string({ required: true }),
+    name: f.string({ required: true }),
+    unit: f.string({ description: `At most ${MAX_UNIT_LENGTH} characters; leave it out for none.` }),
+    dataType: f.string({ description: 'One of the DataTypes of data point items (String, Decimal, Integer, …).' }),
+  }),
+});
+
 DataExtractRef.implement({
   fields: (t) => ({
     key: t.exposeString('key'),
     name: t.exposeString('name'),
     options: t.field({ type: 'JSON', description: 'The options sent to the provider as DataExtract.Options.', resolve: (x) => x.options }),
+    items: t.field({
+      type: [DataExtractItemRef],
+      description: 'The items of its data points it declares (name, unit), in the declared order; empty when none are.',
+      resolve: (x) => x.items,
+    }),
     dataSource: t.field({ type: DataSourceRef, resolve: (x) => x.source }),
     dataPoints: t.connection(
       {
@@ -306,6 +339,10 @@ builder.mutationFields((t) => ({
             name: f.string({ required: true }),
             dataSourceKey: f.string({ required: true }),
             options: f.field({ type: 'JSON', description: 'A JSON object (default {}).' }),
+            items: f.field({
+              type: [DataExtractItemInput],
+              description: 'The items its data points hold, with their units (default none).',
+            }),
           }),
         }),
         required: true,
@@ -326,6 +363,7 @@ builder.mutationFields((t) => ({
             name: f.string(),
             dataSourceKey: f.string(),
             options: f.field({ type: 'JSON' }),
+            items: f.field({ type: [DataExtractItemInput], description: 'Replaces the declared items.' }),
           }),
         }),
         required: true,

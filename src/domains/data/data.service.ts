@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Context } from '../../graphql/context.js';
-import type { DataExtractRow } from '../../db/tables.js';
+import type { DataExtractItem, DataExtractRow } from '../../db/tables.js';
 import { isUniqueViolation } from '../../db/faults.js';
 import { ConflictError, ErrorCollector, ForbiddenError, NotFoundError } from '../../core/errors.js';
 import { MAX_KEY_LENGTH, MAX_LIST_ITEMS, MAX_NAME_LENGTH } from '../../core/input.js';
@@ -163,7 +163,41 @@ export interface ExtractInput {
   name?: string | null | undefined;
   dataSourceKey?: string | null | undefined;
   options?: unknown;
+  items?: readonly ItemInput[] | null | undefined;
 }
+
+/** An item as sent: unit and dataType may be null. */
+type ItemInput = { key: string; name: string; unit?: string | null | undefined; dataType?: string | null | undefined };
+
+/** The longest unit an extract's item may name ("steps", "km", "bpm", "h", "kg CO₂e"). */
+export const MAX_UNIT_LENGTH = 40;
+
+/** What is wrong with an extract's declared items, collected under `items[i].…`. */
+function checkItems(items: readonly DataExtractItem[], errors: ErrorCollector): void {
+  if (items.length > MAX_LIST_ITEMS) errors.add('items', `At most ${MAX_LIST_ITEMS} items.`);
+  const seen = new Set<string>();
+  items.forEach((item, i) => {
+    if (item.key.trim() === '' || item.key.length > MAX_KEY_LENGTH)
+      errors.add(`items[${i}].key`, `Key must have 1 to ${MAX_KEY_LENGTH} characters.`);
+    else if (seen.has(item.key)) errors.add(`items[${i}].key`, `The item '${item.key}' is listed twice.`);
+    seen.add(item.key);
+    if (item.name.trim() === '' || item.name.length > MAX_NAME_LENGTH)
+      errors.add(`items[${i}].name`, `Name must have 1 to ${MAX_NAME_LENGTH} characters.`);
+    if (item.unit !== undefined && (item.unit.trim() === '' || item.unit.length > MAX_UNIT_LENGTH))
+      errors.add(`items[${i}].unit`, `Unit must have 1 to ${MAX_UNIT_LENGTH} characters (leave it out for none).`);
+    if (item.dataType !== undefined && !(POINT_TYPES as readonly string[]).includes(item.dataType))
+      errors.add(`items[${i}].dataType`, `DataType must be one of ${POINT_TYPES.join(', ')}.`);
+  });
+}
+
+/** The items as stored: absent unit and dataType left out. */
+const storedItems = (items: readonly ItemInput[]): DataExtractItem[] =>
+  items.map(({ key, name, unit, dataType }) => ({
+    key,
+    name,
+    ...(unit == null ? {} : { unit }),
+    ...(dataType == null ? {} : { dataType }),
+  }));
 
 /**
  * Creates (Create:DataExtract) or updates (Edit:DataExtract) a data extract. A change of its options or
@@ -192,6 +226,8 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
     errors.add('options', 'Options must be a JSON object.');
   if (options !== undefined && options !== null && JSON.stringify(options).includes('\\u0000'))
     errors.add('options', 'Options must not contain U+0000.');
+  const items = input.items ? storedItems(input.items) : undefined;
+  if (items) checkItems(items, errors);
   errors.throwIfAny();
 
   return ctx.data.answering(async (trx, answering) => {
@@ -204,6 +240,7 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
           name: input.name!,
           data_source_key: input.dataSourceKey!,
           options: (options ?? {}) as object,
+          items: items ?? [],
         });
       } catch (e) {
         if (isUniqueViolation(e)) throw new ConflictError(`A data extract with the key '${input.key}' exists.`);
@@ -215,6 +252,7 @@ export async function saveDataExtract(ctx: Context, input: ExtractInput, mode: '
       name: input.name ?? existing.name,
       data_source_key: input.dataSourceKey ?? existing.data_source_key,
       options: (options ?? existing.options) as object,
+      items: items ?? existing.items,
     };
     const row = await updateExtract(trx, tenantId, input.key, next);
     const changed = next.data_source_key !== existing.data_source_key || !isDeepStrictEqual(next.options, existing.options);

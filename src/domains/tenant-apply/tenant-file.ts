@@ -4,7 +4,8 @@ import type { DataTypeName } from '../../db/tables.js';
 import { PERMISSIONS, SCOPES } from '../../core/permissions.js';
 import { isSecretHash } from '../auth/index.js';
 import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/index.js';
-import { MAX_KEY_LENGTH, canonicalKeys, isBlank } from '../../core/input.js';
+import { MAX_KEY_LENGTH, MAX_NAME_LENGTH, canonicalKeys, isBlank } from '../../core/input.js';
+import { MAX_UNIT_LENGTH, POINT_TYPES } from '../data/index.js';
 
 const key = z
   .string()
@@ -127,7 +128,25 @@ const tenant = z.strictObject({
     )
     .default([]),
   dataExtracts: z
-    .array(z.strictObject({ key, name: z.string().min(1), dataSourceKey: key, options: z.record(z.string(), z.unknown()).default({}) }))
+    .array(
+      z.strictObject({
+        key,
+        name: z.string().min(1),
+        dataSourceKey: key,
+        options: z.record(z.string(), z.unknown()).default({}),
+        // What its data points hold, to label their values (a dashboard's axis and readouts).
+        items: z
+          .array(
+            z.strictObject({
+              key,
+              name: z.string().min(1).max(MAX_NAME_LENGTH),
+              unit: z.string().min(1).max(MAX_UNIT_LENGTH).optional(),
+              dataType: z.enum(POINT_TYPES).optional(),
+            }),
+          )
+          .default([]),
+      }),
+    )
     .default([]),
 });
 
@@ -171,6 +190,9 @@ export function fileRules(doc: unknown): FileIssue[] {
     unique(list(prop(t, 'users')), 'id', (i) => at('users', i, 'id'), 'user id', out);
     unique(list(prop(t, 'dataSources')), 'key', (i) => at('dataSources', i, 'key'), 'data source key', out);
     unique(list(prop(t, 'dataExtracts')), 'key', (i) => at('dataExtracts', i, 'key'), 'data extract key', out);
+    list(prop(t, 'dataExtracts')).forEach((x, xi) =>
+      unique(list(prop(x, 'items')), 'key', (i) => at('dataExtracts', xi, 'items', i, 'key'), 'item key', out),
+    );
     list(prop(t, 'structureTypes')).forEach((st, si) =>
       unique(list(prop(st, 'customFields')), 'key', (i) => at('structureTypes', si, 'customFields', i, 'key'), 'field key', out),
     );

@@ -1,5 +1,14 @@
 import { type RawBuilder, sql } from 'kysely';
-import type { DataCacheRow, DataExtractRow, DataExtractTable, DataSourceRow, DataSourceTable, Db, NewRow } from '../../../db/tables.js';
+import type {
+  DataCacheRow,
+  DataExtractItem,
+  DataExtractRow,
+  DataExtractTable,
+  DataSourceRow,
+  DataSourceTable,
+  Db,
+  NewRow,
+} from '../../../db/tables.js';
 import { inTransaction } from '../../../db/transaction.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../../db/paging.js';
 import { type DataPoint, holdsExact, pointItems } from './points.js';
@@ -382,25 +391,25 @@ export async function lockExtract(db: Db, tenantId: string, key: string): Promis
 export async function insertExtract(
   db: Db,
   tenantId: string,
-  x: { key: string; name: string; data_source_key: string; options: object },
+  x: { key: string; name: string; data_source_key: string; options: object; items: DataExtractItem[] },
 ): Promise<DataExtractRow> {
   return db
     .insertInto('data_extract')
-    .values({ tenant_id: tenantId, key: x.key, name: x.name, data_source_key: x.data_source_key, options: x.options })
+    .values({ tenant_id: tenantId, ...x, items: JSON.stringify(x.items) })
     .returningAll()
     .executeTakeFirstOrThrow();
 }
 
-/** Sets an extract's name, data source and options. */
+/** Sets an extract's name, data source, options and items. */
 export async function updateExtract(
   db: Db,
   tenantId: string,
   key: string,
-  set: { name: string; data_source_key: string; options: object },
+  set: { name: string; data_source_key: string; options: object; items: DataExtractItem[] },
 ): Promise<DataExtractRow> {
   return db
     .updateTable('data_extract')
-    .set(set)
+    .set({ ...set, items: JSON.stringify(set.items) })
     .where('tenant_id', '=', tenantId)
     .where('key', '=', key)
     .returningAll()
@@ -494,8 +503,12 @@ export async function findDataExtract(db: Db, tenantId: string, extractKey: stri
 }
 
 /** Inserts or overwrites a data extract (its cache epoch is kept). */
-export async function upsertDataExtract(db: Db, tenantId: string, x: Omit<NewRow<DataExtractTable>, 'cache_epoch'>): Promise<void> {
-  const row = { tenant_id: tenantId, ...x };
+export async function upsertDataExtract(
+  db: Db,
+  tenantId: string,
+  x: Omit<NewRow<DataExtractTable>, 'cache_epoch' | 'items'> & { items: readonly DataExtractItem[] },
+): Promise<void> {
+  const row = { tenant_id: tenantId, ...x, items: JSON.stringify(x.items) };
   await db
     .insertInto('data_extract')
     .values(row)
