@@ -73,7 +73,8 @@ async function startDemoProvider(db: Db, logger: Logger): Promise<RunningProvide
   const at = new URL(url);
   if (!['127.0.0.1', 'localhost'].includes(at.hostname)) return undefined;
   try {
-    const running = await createReferenceProvider().listen(Number(at.port || 80), at.hostname);
+    // Its largest page: the demo's year of daily points is 37 pages per batch of 100 subjects (PROVIDER_MAX_PAGES: 100).
+    const running = await createReferenceProvider({ pageSize: 1000 }).listen(Number(at.port || 80), at.hostname);
     logger.info({ url: running.url }, 'reference data provider started for the demo tenant');
     return running;
   } catch (e) {

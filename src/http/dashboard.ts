@@ -5,10 +5,11 @@ import { tokenForm, tokenFormPage, webFile } from './web-files.js';
 
 // The demo dashboard at GET /dashboard (README "Quick start"; outside production, like GraphiQL). One page over the
 // public GraphQL API only, so it doubles as the example a dashboard builder copies: a token form (client
-// credentials, as GraphiQL's), an extract's daily aggregate for a structural entity charted with one
-// series per child entity (`dataPointAggregates`, uPlot), the entity's subjects with their latest values
-// (`subjects` with `dataPoints` under @defer, so the list shows before provider data), and live updates
-// (`dataPointsChanged` over SSE: every event re-queries both). The page is web/dashboard/ (bundled into
+// credentials, as GraphiQL's), an extract's aggregate for a structural entity charted with one series per
+// child entity and its unit (`dataPointAggregatesChanged` over SSE: the service pushes the recomputed answer,
+// uPlot), drill-down to a child and to a subject's own series, the entity's subjects with their latest
+// values (`subjects` with `dataPoints` under @defer, so the list shows before provider data; re-read on
+// `dataPointsChanged`). The page is web/dashboard/ (bundled into
 // dist/web/ at build time); nothing comes from the internet: the chart library is served from the
 // installed `uplot` package.
 

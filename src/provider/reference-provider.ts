@@ -264,20 +264,30 @@ export function createReferenceProvider(opts: ReferenceProviderOptions = {}): Re
   const removed = new Map<string, Set<string>>();
   const missing = new Set(opts.missingSubjects ?? []);
   const counters: ProviderStats = { getDataPointsCalls: 0, tokenRequests: 0 };
+  // The last few answers in order, by request: a caller paging through one (a year of 100 subjects is 37
+  // pages of 1,000) costs one generation and sort, not one per page. Any change of a series empties it.
+  const answers = new Map<string, { p: DataPoint; pos: Position }[]>();
+  const ANSWERS_KEPT = 4;
 
   const bumpRevision = (s: string) => {
+    answers.clear();
     const r = (revisions.get(s) ?? 0) + 1;
     revisions.set(s, r);
     return r;
   };
   const removePoints = (s: string, ids: string[]) => {
+    answers.clear();
     const set = removed.get(s) ?? new Set<string>();
     removed.set(s, set);
     const unique = [...new Set(ids)];
     for (const id of unique) set.add(id);
     return unique;
   };
-  const setMissing = (s: string, isMissing = true) => void (isMissing ? missing.add(s) : missing.delete(s));
+  const setMissing = (s: string, isMissing = true) => {
+    answers.clear();
+    if (isMissing) missing.add(s);
+    else missing.delete(s);
+  };
 
   function series(subject: string, metric: Metric, days: number, anchor: string): DataPoint[] {
     if (missing.has(subject)) return [];
@@ -364,10 +374,17 @@ export function createReferenceProvider(opts: ReferenceProviderOptions = {}): Re
       id: p.Id,
     });
     const anchor = opts.anchorDate ?? new Date().toISOString().slice(0, 10);
-    const all = [...new Set(SubjectIdentifiers)]
-      .flatMap((s) => series(s, metric, period.days, anchor))
-      .map((p) => ({ p, pos: position(p) }))
-      .sort((a, b) => cmp(a.pos, b.pos));
+    const subjects = [...new Set(SubjectIdentifiers)];
+    const answerKey = JSON.stringify([subjects, metric, period.days, anchor, orderBy, direction]);
+    let all = answers.get(answerKey);
+    if (!all) {
+      all = subjects
+        .flatMap((s) => series(s, metric, period.days, anchor))
+        .map((p) => ({ p, pos: position(p) }))
+        .sort((a, b) => cmp(a.pos, b.pos));
+      if (answers.size >= ANSWERS_KEPT) answers.delete(answers.keys().next().value!);
+      answers.set(answerKey, all);
+    }
 
     const firstIndex = (pred: (pos: Position) => boolean) => {
       const i = all.findIndex((e) => pred(e.pos));

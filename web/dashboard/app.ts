@@ -1,13 +1,14 @@
 // The demo dashboard (/dashboard): a page over the public GraphQL API only, the example a dashboard
-// builder copies. Get a token (the shared form), then pick an extract and a structural entity: the chart,
-// the summary and the subjects list load, and reload on every live change. Text from the service is set
-// with `textContent` only.
+// builder copies. Get a token (the shared form), then pick an extract, a structural entity and a range: the
+// chart, the summary and the subjects list load, and reload on every live change; a child's line drills down,
+// a subject's row opens its own series. Text from the service is set with `textContent` only.
 import { byId, field } from '../shared/dom.js';
 import { type Token, handleTokenForm, show, showHeld, storedToken } from '../shared/token.js';
 import { gql } from './graphql.js';
-import { refresh, subscribe } from './live.js';
+import { refresh, showChart, subscribe } from './live.js';
 import { DASHBOARD_QUERIES as Q, type Entity, type OptionsData } from './queries.js';
-import { controls, fail, setLive, settings, state } from './state.js';
+import { closeSeries } from './series.js';
+import { addDays, controls, fail, setLive, settings, state, ymd } from './state.js';
 
 const KEY = 'ssdi.dashboard.token';
 
@@ -52,7 +53,9 @@ async function loadOptions(): Promise<void> {
   if (firstParent) entity.value = firstParent.key;
   pick(extract, params.get('extract'));
   pick(entity, params.get('entity'));
-  pick(field(controls, 'days'), params.get('days'));
+  pick(field(controls, 'range'), params.get('range') ?? params.get('days'));
+  for (const name of ['from', 'to']) field(controls, name).value = params.get(name) ?? '';
+  customShown();
   pick(field(controls, 'measure'), params.get('measure'));
   const value = params.get('value');
   if (value) field(controls, 'valueItem').value = value;
@@ -60,12 +63,30 @@ async function loadOptions(): Promise<void> {
   if (time) field(controls, 'timeItem').value = time;
 }
 
-controls.addEventListener('change', () => {
+/** The from and to inputs show with a custom range only. */
+function customShown(): void {
+  byId('dash-custom').hidden = field<HTMLSelectElement>(controls, 'range').value !== 'custom';
+}
+
+let entityShown = '';
+controls.addEventListener('change', (event) => {
+  const range = field<HTMLSelectElement>(controls, 'range');
+  // A custom range starts as the range shown before it.
+  if (event.target === range && range.value === 'custom' && !field(controls, 'from').value) {
+    const shown = state.chart?.data[0];
+    field(controls, 'from').value = shown?.length ? ymd(new Date(shown[0]! * 1000)) : addDays(ymd(new Date()), -29);
+    field(controls, 'to').value = ymd(new Date());
+  }
+  customShown();
   const s = settings();
+  // Another entity lists other subjects: the one picked under the last is closed.
+  if (s.entity !== entityShown) closeSeries();
+  entityShown = s.entity;
   const params = new URLSearchParams({
     extract: s.extract,
     entity: s.entity,
-    days: String(s.days),
+    range: s.range,
+    ...(s.range === 'custom' ? { from: field(controls, 'from').value, to: field(controls, 'to').value } : {}),
     measure: s.measure,
     value: s.valueItem,
     time: s.timeItem,
@@ -73,6 +94,7 @@ controls.addEventListener('change', () => {
   history.replaceState(null, '', `?${params}`);
   state.latest.clear();
   state.was.clear();
+  showChart();
   subscribe();
   void refresh();
 });
@@ -87,11 +109,12 @@ async function start(token: Token): Promise<void> {
   state.expiry = setTimeout(() => {
     show('The token has expired: get a new one.', 'error');
     state.stream?.abort();
+    state.chartStream?.abort();
     setLive('error', 'Live updates ended: the token expired. Get a new one.');
   }, token.expiresAt - Date.now());
   byId('dash').hidden = false;
   const shown = byId('dash-queries').querySelector('pre');
-  if (shown) shown.textContent = [Q.chart, Q.subjects, Q.changes, Q.options].join('\n\n');
+  if (shown) shown.textContent = [Q.chart, Q.subjects, Q.series, Q.changes, Q.options].join('\n\n');
   try {
     await loadOptions();
   } catch (e) {
@@ -102,6 +125,8 @@ async function start(token: Token): Promise<void> {
     fail('Dashboard', new Error('The tenant has no data extract.'));
     return;
   }
+  entityShown = settings().entity;
+  showChart();
   subscribe();
   await refresh();
 }

@@ -5,7 +5,14 @@ import { state } from './state.js';
 
 export interface GraphQLError {
   message: string;
-  extensions?: { code?: string };
+  /** A validation error's problems by field (D4). */
+  extensions?: { code?: string; errors?: Record<string, string[]> };
+}
+
+/** What a GraphQL error says, in words: a validation error's problems themselves, else its message. */
+export function words(error: GraphQLError): string {
+  const problems = Object.values(error.extensions?.errors ?? {}).flat();
+  return problems.length ? problems.join(' ') : error.message;
 }
 
 /** A result, or (with @defer) a later part of one: `incremental` data for paths of the first. */
@@ -30,16 +37,26 @@ function headers(accept: string): Record<string, string> {
 
 function refusal(res: Response, body: Refusal | null): Error {
   const first = body?.errors?.[0];
-  return new Error(first?.message || body?.detail || body?.title || `HTTP ${res.status}`);
+  return new Error((first && words(first)) || body?.detail || body?.title || `HTTP ${res.status}`);
+}
+
+/** Most times a request the service refused for now (429, busy: Retry-After) is sent again. */
+const RETRIES = 5;
+
+/** POSTs the operation; a 429 is retried after its Retry-After (the service is busy, e.g. filling its cache). */
+async function post(query: string, variables: Variables, accept: string, signal?: AbortSignal): Promise<Response> {
+  for (let attempt = 0; ; attempt++) {
+    const res = await fetch('/graphql', { method: 'POST', signal, headers: headers(accept), body: JSON.stringify({ query, variables }) });
+    if (res.status !== 429 || attempt === RETRIES) return res;
+    const wait = Number(res.headers.get('retry-after')) || 1;
+    await res.body?.cancel();
+    await new Promise((r) => setTimeout(r, wait * 1000));
+  }
 }
 
 /** One operation, one JSON answer ({ data, errors }). */
 export async function gql<T>(query: string, variables: Variables): Promise<Result<T>> {
-  const res = await fetch('/graphql', {
-    method: 'POST',
-    headers: headers('application/graphql-response+json'),
-    body: JSON.stringify({ query, variables }),
-  });
+  const res = await post(query, variables, 'application/graphql-response+json');
   const body = (await res.json().catch(() => null)) as (Result<T> & Refusal) | null;
   if (!body || (body.data === undefined && body.errors) || !res.ok) throw refusal(res, body);
   return body;
@@ -54,12 +71,7 @@ export async function gqlStream<T>(
   variables: Variables,
   { signal, onResult, onOpen }: { signal?: AbortSignal; onResult: (result: Result<T>) => void; onOpen?: () => void },
 ): Promise<void> {
-  const res = await fetch('/graphql', {
-    method: 'POST',
-    signal,
-    headers: headers('text/event-stream'),
-    body: JSON.stringify({ query, variables }),
-  });
+  const res = await post(query, variables, 'text/event-stream', signal);
   if (!(res.headers.get('content-type') ?? '').startsWith('text/event-stream') || !res.body) {
     const body = (await res.json().catch(() => null)) as (Result<T> & Refusal) | null;
     if (res.ok && body && (body.data !== undefined || body.errors)) return onResult(body);

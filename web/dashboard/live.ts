@@ -1,15 +1,20 @@
-// Live updates: the `changes` subscription over SSE; every change re-sends the chart's and the list's
-// queries, and the status line says what changed.
+// Live updates, two streams over SSE: the chart follows its own question (`chart`, dataPointAggregatesChanged:
+// the service pushes the recomputed aggregate, computed once for every viewer of the same question), and
+// `changes` (dataPointsChanged) says whose data changed, which re-reads the subjects list and the open
+// subject's series only. The status line says what changed.
 import { byId } from '../shared/dom.js';
-import { loadChart } from './chart.js';
+import { followChart, plotNote } from './chart.js';
+import { renderCrumbs } from './drill.js';
 import { type GraphQLError, gqlStream } from './graphql.js';
 import { type Change, type ChangesData, DASHBOARD_QUERIES as Q } from './queries.js';
+import { loadSeries } from './series.js';
 import { loadSubjects } from './subjects.js';
-import { clearFailure, clock, fail, setLive, settings, state } from './state.js';
+import { clearFailure, clock, fail, rangeProblem, setLive, settings, state } from './state.js';
 
 const live = byId('dash-live');
+const RECONNECT_MS = 2000;
 
-/** Loads the chart and the list; a call while loading runs them once more after. */
+/** Loads the list and the open subject's series; a call while loading runs them once more after. */
 export function refresh(): Promise<void> {
   if (state.refreshing) {
     state.again = true;
@@ -18,9 +23,11 @@ export function refresh(): Promise<void> {
   state.refreshing = (async () => {
     do {
       state.again = false;
-      clearFailure();
       const s = settings();
-      await Promise.all([loadChart(s).catch((e: unknown) => fail('Chart', e)), loadSubjects(s).catch((e: unknown) => fail('Subjects', e))]);
+      await Promise.all([
+        loadSubjects(s).catch((e: unknown) => fail('Subjects', e)),
+        rangeProblem(s) ? null : loadSeries(s).catch((e: unknown) => fail('Subject', e)),
+      ]);
     } while (state.again);
   })().finally(() => {
     state.refreshing = null;
@@ -28,7 +35,38 @@ export function refresh(): Promise<void> {
   return state.refreshing;
 }
 
-/** (Re)opens the subscription for the pickers' extract and entity; reconnects after 2 s when it ends. */
+const expired = (e?: GraphQLError | null) => e?.extensions?.code === 'UNAUTHENTICATED' || (state.token?.expiresAt ?? 0) <= Date.now();
+
+/** (Re)opens the chart's stream for the pickers' question; a custom range that cannot be asked is said instead. */
+export function showChart(): void {
+  state.chartStream?.abort();
+  const ctl = new AbortController();
+  state.chartStream = ctl;
+  clearFailure();
+  const s = settings();
+  renderCrumbs(s.entity);
+  const problem = rangeProblem(s);
+  if (problem) {
+    fail('Range', new Error(problem));
+    state.chart?.destroy();
+    state.chart = null;
+    state.chartKey = '';
+    byId('dash-plot').replaceChildren();
+    plotNote(problem, 'error');
+    return;
+  }
+  const again = (why: string) => {
+    if (ctl.signal.aborted || expired()) return;
+    setLive('error', `Live chart: disconnected (${why}); reconnecting…`);
+    setTimeout(() => ctl.signal.aborted || showChart(), RECONNECT_MS);
+  };
+  followChart(s, ctl.signal).then(
+    ({ refused }) => refused || again('the stream ended'),
+    (e: unknown) => again(e instanceof Error ? e.message : String(e)),
+  );
+}
+
+/** (Re)opens the changes stream for the pickers' extract and entity; reconnects after 2 s when it ends. */
 export function subscribe(): void {
   state.stream?.abort();
   const ctl = new AbortController();
@@ -38,7 +76,7 @@ export function subscribe(): void {
   setLive('connecting', 'Live updates: connecting…');
   const ended = (e: unknown) => {
     if (ctl.signal.aborted) return;
-    if (lastError?.extensions?.code === 'UNAUTHENTICATED' || (state.token?.expiresAt ?? 0) <= Date.now()) {
+    if (expired(lastError)) {
       setLive('error', 'Live updates ended: the token expired. Get a new one.');
       return;
     }
@@ -48,7 +86,7 @@ export function subscribe(): void {
       if (ctl.signal.aborted) return;
       subscribe();
       void refresh(); // what changed meanwhile
-    }, 2000);
+    }, RECONNECT_MS);
   };
   void gqlStream<ChangesData>(
     Q.changes,

@@ -1,27 +1,31 @@
 import type {
   DashboardChangesSubscription,
-  DashboardChartQuery,
+  DashboardChartSubscription,
   DashboardOptionsQuery,
+  DashboardSeriesQuery,
   DashboardSubjectsQuery,
   DataPointAggregatesInput,
 } from '../../src/generated/graphql.js';
 
 /**
  * The GraphQL documents the page sends, shown on the page too (the example a dashboard builder copies).
- * `options` fills the pickers; `chart` is the daily aggregate of the entity and of each child entity (the daily medians only when picked: they cost sorts); `subjects` lists the
- * entity's subjects at once and their latest and earliest data points later (@defer: the provider may be slow;
- * the earliest ones tell how many days back the data goes);
- * `changes` is the live subscription, each event of which re-sends `chart` and `subjects`.
+ * `options` fills the pickers (each extract's items name the value's unit); `chart` is the live daily aggregate
+ * of the entity and of each child entity (the daily medians only when picked: they cost sorts), its first event
+ * the current answer, then the recomputed answer whenever the data under it changes; `subjects` lists
+ * the entity's subjects at once and their latest and earliest data points later (@defer: the provider may be
+ * slow; the earliest ones tell how many days back the data goes); `series` is one subject's data points, newest
+ * first (a picked subject's own chart);
+ * `changes` says which subjects' data changed: each event re-sends `subjects` (and `series`).
  * `npm run codegen` types their answers (below) and test/dashboard.test.ts validates them against the service's
  * schema; the GraphQL comment marks each for codegen.
  */
 export const DASHBOARD_QUERIES = {
   options: /* GraphQL */ `query DashboardOptions {
-  dataExtracts(first: 100, orderBy: "name") { edges { node { key name } } }
+  dataExtracts(first: 100, orderBy: "name") { edges { node { key name items { key name unit } } } }
   structuralEntities(first: 1000, orderBy: "displayName") { edges { node { key displayName depth parentKey } } }
 }`,
-  chart: /* GraphQL */ `query DashboardChart($input: DataPointAggregatesInput!, $median: Boolean!) {
-  dataPointAggregates(input: $input) {
+  chart: /* GraphQL */ `subscription DashboardChart($input: DataPointAggregatesInput!, $median: Boolean!) {
+  dataPointAggregatesChanged(input: $input) {
     aggregates { count subjectCount sum average min max percentiles(p: [0.5, 0.9]) }
     coverage { subjectCount contributingSubjectCount staleSubjectCount unavailableSubjectCount }
     buckets { start startsAt aggregates { count sum average min max median: percentiles(p: [0.5]) @include(if: $median) } }
@@ -50,6 +54,14 @@ export const DASHBOARD_QUERIES = {
     } }
   }
 }`,
+  series: /* GraphQL */ `query DashboardSeries($id: ID!, $extract: String!, $timeItem: String!) {
+  subject(id: $id) {
+    subjectId externalId
+    dataPoints(extractKey: $extract, first: 400, orderBy: $timeItem, orderDirection: DESCENDING) {
+      edges { node { id items { key valueText } } }
+    }
+  }
+}`,
   changes: /* GraphQL */ `subscription DashboardChanges($extract: String!, $entity: String!) {
   dataPointsChanged(extractKey: $extract, structuralEntityKey: $entity) { extractKey subjectIds kind at }
 }`,
@@ -59,12 +71,13 @@ export const DASHBOARD_QUERIES = {
 export type OptionsData = DashboardOptionsQuery;
 export type Extract = Node<OptionsData['dataExtracts']>;
 export type Entity = Node<OptionsData['structuralEntities']>;
-export type ChartData = DashboardChartQuery;
-export type Aggregate = NonNullable<ChartData['dataPointAggregates']>;
+export type ChartData = DashboardChartSubscription;
+export type Aggregate = NonNullable<ChartData['dataPointAggregatesChanged']>;
 export type Bucket = Aggregate['buckets'][number];
 export type SubjectsData = DashboardSubjectsQuery;
 /** A subject; `dataPoints` absent until its deferred part arrives. */
 export type Subject = Node<SubjectsData['subjects']>;
+export type SeriesData = DashboardSeriesQuery;
 export type ChangesData = DashboardChangesSubscription;
 export type Change = NonNullable<ChangesData['dataPointsChanged']>;
 export type { DataPointAggregatesInput };
