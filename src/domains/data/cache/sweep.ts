@@ -14,12 +14,14 @@ const SWEEP_INTERVAL_MS = 30_000;
 const CLOSE_WAIT_MS = 5_000;
 /**
  * The coalescing window of invalidations (P105): a sweep starts SWEEP_QUIET_MS after the last of a
- * burst and fetches whole batches of PROVIDER_BATCH_SIZE per extract; what is short of a whole batch
- * waits until no invalidation came for SWEEP_SETTLE_MS, at most SWEEP_MAX_DELAY_MS after the first.
+ * burst, or SWEEP_MAX_DELAY_MS after its window opened while it goes on, and fetches whole batches of
+ * PROVIDER_BATCH_SIZE per extract; what is short of a whole batch waits until no invalidation came for
+ * SWEEP_SETTLE_MS, at most SWEEP_REST_MAX_MS after the burst began.
  */
 const SWEEP_QUIET_MS = 100;
 const SWEEP_SETTLE_MS = 500;
 const SWEEP_MAX_DELAY_MS = 5_000;
+const SWEEP_REST_MAX_MS = 30_000;
 
 /**
  * The background re-fetch of flagged entries that hold data: after invalidations (`kick`, coalesced as
@@ -34,6 +36,8 @@ export class CacheSweep {
   /** The sweep scheduled after invalidations; the current burst's last one, and when it ends at the latest. */
   private pending: NodeJS.Timeout | undefined;
   private lastKick = 0;
+  /** When the burst began (undefined: none is going on) and when its current window ends. */
+  private burstFrom: number | undefined;
   private burstUntil: number | undefined;
   /** Rows short of a whole batch were given back: they are swept once the burst settles. */
   private held = false;
@@ -76,8 +80,10 @@ export class CacheSweep {
   kick(): void {
     if (this.closed) return;
     const now = Date.now();
-    // A burst past its end but still going on is swept whole at once (run), not started again.
-    if (this.burstUntil === undefined || now - this.lastKick >= SWEEP_SETTLE_MS) this.burstUntil = now + SWEEP_MAX_DELAY_MS;
+    if (this.burstFrom === undefined || now - this.lastKick >= SWEEP_SETTLE_MS) {
+      this.burstFrom = now;
+      this.burstUntil = now + SWEEP_MAX_DELAY_MS;
+    }
     this.lastKick = now;
     this.schedule(SWEEP_QUIET_MS);
   }
@@ -103,9 +109,11 @@ export class CacheSweep {
       return;
     }
     const now = Date.now();
-    // No burst, or it settled or reached its end: every flagged row; invalidations from now on start another burst.
-    const whole = this.burstUntil === undefined || now >= this.burstUntil || now - this.lastKick >= SWEEP_SETTLE_MS;
-    if (whole) this.burstUntil = undefined;
+    // No burst, or it settled or went on past SWEEP_REST_MAX_MS: every flagged row; invalidations from now
+    // on start another burst. A burst still going on: its whole batches, and another window for the next.
+    const whole = this.burstFrom === undefined || now - this.lastKick >= SWEEP_SETTLE_MS || now - this.burstFrom >= SWEEP_REST_MAX_MS;
+    if (whole) this.burstFrom = this.burstUntil = undefined;
+    else if (now >= this.burstUntil!) this.burstUntil = now + SWEEP_MAX_DELAY_MS;
     this.sweeping = this.sweep(whole)
       // An unavailable database is warn, not error (errorLogLevel): the next sweep tries again.
       .catch((e: unknown) => this.log[errorLogLevel(e)]({ err: e }, 'background re-fetch failed'))
