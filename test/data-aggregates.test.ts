@@ -1036,6 +1036,8 @@ describe('an answer asked again (P63)', () => {
     const answers = await Promise.all(Array.from({ length: 8 }, () => ask(w.api, { ...input, timeZone: 'Asia/Tokyo' })));
     expect(statements.count - before).toBe(1);
     for (const a of answers) expect(a).toEqual(answers[0]);
+    // P126: the same subjects, so where their sets are is known: a new question reads only the typed rows.
+    expect(statements.cacheReads - reads).toBe(0);
   });
 
   // P102: the peer is another app in this process, with an AggregateMemory of its own.

@@ -194,6 +194,12 @@ export class AggregateMemory {
     maxSize: 100_000,
     sizeCalculation: (r) => (r.answer.buckets.length + 1) * (r.answer.groupedAggregates.length + 1),
   });
+  // Where the sets of a subject list are (all in the rows), under the same mark: a new question over the
+  // same subjects does not read their rows again (P126). Bounded by subjects held, as `subjectLists`.
+  readonly whereabouts = new LRUCache<string, { located: ReadonlyMap<string, Located>; mark: string; until: number }>({
+    maxSize: 200_000,
+    sizeCalculation: (w) => Math.max(1, w.located.size),
+  });
 }
 
 declare module '../../../graphql/context.js' {
@@ -335,7 +341,19 @@ export async function aggregateDataPoints(
   const mark = ctx.data.invalidationMark(tenantId, extract.key);
   const recent = asked !== undefined && mark !== undefined ? ctx.aggregates.recent.get(asked) : undefined;
   if (recent && recent.mark === mark && Date.now() < recent.until) return recent.answer;
-  const located = await ctx.data.locate(tenantId, extract, keys);
+  // Another question over the same subjects while the mark stands: where their sets are is known too.
+  const sets =
+    dataVersion === null
+      ? undefined
+      : JSON.stringify([tenantId, dataVersion, ctx.principal.configVersion, extract.key, extract.cache_epoch, mode, filters]);
+  const whereabouts = sets !== undefined && mark !== undefined ? ctx.aggregates.whereabouts.get(sets) : undefined;
+  const located =
+    whereabouts && whereabouts.mark === mark && Date.now() < whereabouts.until
+      ? whereabouts.located
+      : await ctx.data.locate(tenantId, extract, keys);
+  const until = freshUntil(ctx, located);
+  if (sets !== undefined && mark !== undefined && until !== undefined && whereabouts?.located !== located)
+    ctx.aggregates.whereabouts.set(sets, { located, mark, until });
 
   const plan = planBuckets(input.interval, from!, to!, zone!);
   const grouping: AggregateGrouping =
@@ -352,11 +370,7 @@ export async function aggregateDataPoints(
   if (key === undefined) return computeAggregation(ctx, question);
   const { answers, computing, recent: recents } = ctx.aggregates;
   const remember = (answer: Aggregation) => {
-    if (mark === undefined) return answer;
-    let until = Number.POSITIVE_INFINITY;
-    for (const l of located.values())
-      if (!(l instanceof Error) && l.at === 'rows') until = Math.min(until, ctx.data.freshUntil(l.fetchedAt));
-    recents.set(asked!, { answer, mark, until });
+    if (mark !== undefined && until !== undefined) recents.set(asked!, { answer, mark, until });
     return answer;
   };
   const known = answers.get(key) ?? computing.get(key);
@@ -370,6 +384,19 @@ export async function aggregateDataPoints(
   } finally {
     computing.delete(key);
   }
+}
+
+/**
+ * Until when every subject's set is where `located` says (epoch ms): the first end of freshness of the sets
+ * in the rows. Undefined when a set is in memory or failed: such a finding holds for this request only.
+ */
+function freshUntil(ctx: Context, located: ReadonlyMap<string, Located>): number | undefined {
+  let until = Number.POSITIVE_INFINITY;
+  for (const l of located.values()) {
+    if (l instanceof Error || l.at !== 'rows') return undefined;
+    until = Math.min(until, ctx.data.freshUntil(l.fetchedAt));
+  }
+  return until;
 }
 
 /** What an aggregate is computed from, once its input is valid and its subjects are located. */
