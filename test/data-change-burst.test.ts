@@ -65,6 +65,7 @@ afterAll(async () => {
 });
 
 describe('a burst of change posts from one provider client', () => {
+  // P117: measured by npm run bench:change-burst; here, that a burst is absorbed, not refused.
   it('accepts every post of a burst of 1,000 (50 in flight): none refused with 429', async () => {
     const posts = Array.from({ length: 1000 }, (_, i) => numbers[i % SUBJECTS]!);
     expect(await burst(posts)).toEqual({ 200: 1000 });
@@ -170,6 +171,7 @@ describe('concurrent change posts flagged together (P115)', () => {
     );
   }, 60_000);
 
+  // P116
   it("each post's removed and re-created ids apply to its own subject only", async () => {
     const [a, b, c] = numbers.slice(200, 203) as [string, string, string];
     for (const n of [a, b, c]) {

@@ -225,6 +225,7 @@ describe('F9: a DateTime with 7 fraction digits keeps its instant, truncated to 
     await w?.provider.close();
   });
 
+  // P113: the rows a cache write derives in JS read the instant as the SQL functions do.
   it("…23:59:59.9999999Z is in its own day's bucket, its text is …59.999Z, and it orders before the next day", async () => {
     const r = await w.api.gql(AGGREGATE, { input: dayInput });
     expect(r.body.errors).toBeUndefined();
