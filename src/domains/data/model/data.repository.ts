@@ -12,7 +12,7 @@ import type {
 import { inTransaction } from '../../../db/transaction.js';
 import { type Connection, type PageArgs, type SortKey, paginate, countRows } from '../../../db/paging.js';
 import { type DataPoint, holdsExact, pointItems } from './points.js';
-import { parseExactJson, stringifyExactJson } from './exact-json.js';
+import { ExactDecimal, parseExactJson, stringifyExactJson } from './exact-json.js';
 
 export type ExtractWithSource = DataExtractRow & { source: DataSourceRow };
 
@@ -252,16 +252,59 @@ async function writePointRows(db: Db, tenantId: string, extractKey: string, writ
     (q) => sql<boolean>`${sql.ref(`${q}.tenant_id`)} = ${tenantId} AND ${sql.ref(`${q}.extract_key`)} = ${extractKey}
       AND ${sql.ref(`${q}.subject_id`)} = ANY(cast(${subjectIds} as uuid[]))`,
   );
-  const rows = writes.map((w) => ({ s: w.subjectId, p: w.points.map(pointItems) }));
-  await insertPointRows(
-    db,
-    sql`SELECT ${tenantId}::uuid, ${extractKey}, (m->>'s')::uuid, x.n::int, x.i
-    FROM jsonb_array_elements(cast(${stringifyExactJson(
+  // The measure and kind rows derived here too (as data_point_measures and data_point_kinds derive them):
+  // per point in SQL they were most of a chunk's write on PGlite (P125).
+  const rows = writes.map((w) => derivedRows(w.subjectId, w.points.map(pointItems)));
+  await sql`
+    WITH j AS (SELECT cast(${stringifyExactJson(
       rows,
       writes.some((w) => holdsExact(w.points)),
-    )} as jsonb)) AS m,
-      jsonb_array_elements(m->'p') WITH ORDINALITY AS x(i, n)`,
-  );
+    )} as jsonb) AS j),
+    p AS (
+      INSERT INTO data_cache_point (tenant_id, extract_key, subject_id, ordinal, items)
+      SELECT ${tenantId}, ${extractKey}, (m->>'s')::uuid, x.n, x.i
+      FROM j, jsonb_array_elements(j.j) AS m, jsonb_array_elements(m->'p') WITH ORDINALITY AS x(i, n)
+    ),
+    d AS (
+      INSERT INTO data_cache_measure (tenant_id, extract_key, subject_id, value_key, time_key, ordinal, v, ms, day)
+      SELECT ${tenantId}, ${extractKey}, (m->>'s')::uuid, e->>0, e->>1, (e->>2)::int, (e->>3)::numeric, (e->>4)::int8, (e->>5)::int4
+      FROM j, jsonb_array_elements(j.j) AS m, jsonb_array_elements(m->'m') AS e
+    )
+    INSERT INTO data_cache_kind (tenant_id, extract_key, subject_id, key, kind)
+    SELECT ${tenantId}, ${extractKey}, (m->>'s')::uuid, e->>0, e->>1
+    FROM j, jsonb_array_elements(j.j) AS m, jsonb_array_elements(m->'k') AS e`.execute(db);
+}
+
+/** The data type of an item of `pointItems`, named as `data_point_kinds` names it (migration 0010). */
+function kindOf(v: unknown): string {
+  if (typeof v === 'string') return 'String';
+  if (typeof v === 'boolean') return 'Boolean';
+  if (typeof v === 'object' && v !== null && !(v instanceof ExactDecimal)) return 't' in v ? 'DateTime' : 'd' in v ? 'Date' : 'Time';
+  return 'Integer or Decimal';
+}
+
+/**
+ * One subject's point rows (`p`: items by key), their (numeric item, time item) pairs (`m`: value key,
+ * time key, ordinal, value, epoch ms, day) and its items' data types (`k`), as migration 0010's functions
+ * derive them.
+ */
+function derivedRows(subjectId: string, points: readonly Record<string, unknown>[]) {
+  const m: unknown[][] = [];
+  const k = new Map<string, [string, string]>();
+  points.forEach((items, i) => {
+    const entries = Object.entries(items);
+    for (const [key, v] of entries) {
+      const kind = kindOf(v);
+      k.set(`${key}\u0001${kind}`, [key, kind]);
+      if (kind !== 'Integer or Decimal') continue;
+      for (const [time, t] of entries) {
+        const at = kindOf(t);
+        if (at === 'DateTime') m.push([key, time, i + 1, v, (t as { t: number }).t, null]);
+        else if (at === 'Date') m.push([key, time, i + 1, v, null, (t as { d: number }).d]);
+      }
+    }
+  });
+  return { s: subjectId, p: points, m, k: [...k.values()] };
 }
 
 /** Moves an extract's cache epoch (refresh, new options): fetches that read the old one store nothing. */
