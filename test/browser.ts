@@ -7,6 +7,8 @@ export const CHROMIUM = '/usr/bin/chromium';
 /** Whether the browser is there; warns once for `file` when it is not. */
 export function browserAvailable(file: string): boolean {
   const there = existsSync(CHROMIUM);
+  // CI (.ci/run) installs it: there a missing browser is a failure, not a skip.
+  if (!there && process.env['REQUIRE_BROWSER']) throw new Error(`${file}: no browser at ${CHROMIUM}, and REQUIRE_BROWSER is set.`);
   if (!there)
     console.warn(
       `${file}: the browser test is skipped: no browser at ${CHROMIUM} (install it with: apt-get install -y chromium; .ci/run does).`,

@@ -4,7 +4,7 @@ import type { DataTypeName } from '../../db/tables.js';
 import { PERMISSIONS, SCOPES } from '../../core/permissions.js';
 import { isSecretHash } from '../auth/index.js';
 import { INVITATION_PLACEHOLDERS, unknownPlaceholders } from '../portal/index.js';
-import { MAX_KEY_LENGTH, MAX_NAME_LENGTH, canonicalKeys, isBlank } from '../../core/input.js';
+import { MAX_KEY_LENGTH, MAX_LIST_ITEMS, MAX_NAME_LENGTH, canonicalKeys, isBlank } from '../../core/input.js';
 import { MAX_UNIT_LENGTH, POINT_TYPES } from '../data/index.js';
 
 const key = z
@@ -139,11 +139,20 @@ const tenant = z.strictObject({
           .array(
             z.strictObject({
               key,
-              name: z.string().min(1).max(MAX_NAME_LENGTH),
-              unit: z.string().min(1).max(MAX_UNIT_LENGTH).optional(),
+              // Blank is refused as the API refuses it.
+              name: z
+                .string()
+                .max(MAX_NAME_LENGTH)
+                .refine((t) => !isBlank(t), 'must not be blank'),
+              unit: z
+                .string()
+                .max(MAX_UNIT_LENGTH)
+                .refine((t) => !isBlank(t), 'must not be blank')
+                .optional(),
               dataType: z.enum(POINT_TYPES).optional(),
             }),
           )
+          .max(MAX_LIST_ITEMS)
           .default([]),
       }),
     )

@@ -26,6 +26,8 @@ export const LIVE_AGGREGATE_QUIET_MS = 150;
 export const LIVE_AGGREGATE_MAX_DELAY_MS = 1_000;
 /** A computation refused by admission is tried again this much later. */
 const ADMISSION_RETRY_MS = 1_000;
+/** A joiner's first answer is the group's latest if it is at most this old; else it is computed again. */
+const LIVE_AGGREGATE_REUSE_MS = 60_000;
 
 /** What a subscriber receives: an answer, a computation's error (the stream goes on), or the error that ends it. */
 export type AggregateDelivery = { answer: Aggregation } | { error: unknown } | { end: AppError };
@@ -48,8 +50,8 @@ interface Group {
   /** The entity keys whose subjects (descendants included) hold every subject of the question; undefined: any subject may. */
   entityKeys: string[] | undefined;
   subscribers: Set<AggregateSubscriber>;
-  /** The latest computation (a joiner's first answer while it is under way or succeeded). */
-  latest: { outcome: Promise<Outcome>; failed: boolean } | undefined;
+  /** The latest computation (a joiner's first answer while it is under way, or succeeded a moment ago). */
+  latest: { outcome: Promise<Outcome>; failed: boolean; settledAt?: number } | undefined;
   /** When the first change not yet computed was heard (undefined: none waits). */
   dirtySince: number | undefined;
   timer: NodeJS.Timeout | undefined;
@@ -120,7 +122,10 @@ export class LiveAggregates {
     g.subscribers.add(sub);
     endWhenClientGoes(ctx, sub);
     // The current answer: the group's, or computed now as the query would (its refusals are the subscription's).
-    if (!g.latest || g.latest.failed) this.start(g, this.compute(g, { ...ctx, operation: 'query' }, 'subscribe'));
+    // An answer older than LIVE_AGGREGATE_REUSE_MS may be past its sets' TTL: computed again (P109).
+    const l = g.latest;
+    if (!l || l.failed || (l.settledAt !== undefined && Date.now() - l.settledAt > LIVE_AGGREGATE_REUSE_MS))
+      this.start(g, this.compute(g, { ...ctx, operation: 'query' }, 'subscribe'));
     const first = await g.latest!.outcome;
     if ('error' in first) {
       sub.end(null);
@@ -174,8 +179,13 @@ export class LiveAggregates {
     };
     for (const g of groups) {
       if (g.input.extractKey !== e.x) continue;
-      if (e.s.length === 0 || !g.entityKeys) this.changed(g);
-      else void Promise.all(g.entityKeys.map(locatedIn)).then((hits) => hits.some(Boolean) && this.changed(g));
+      // Marked already or computing: marked (again) without asking where the subjects are, so a stream of
+      // changes costs no query per event.
+      if (e.s.length === 0 || !g.entityKeys || g.computing || g.dirtySince !== undefined) this.changed(g);
+      else
+        void Promise.all(g.entityKeys.map(locatedIn))
+          .then((hits) => hits.some(Boolean) && this.changed(g))
+          .catch((err: unknown) => this.log.warn({ err }, 'live aggregates: a change could not be placed'));
     }
   }
 
@@ -189,7 +199,10 @@ export class LiveAggregates {
 
   private schedule(g: Group, ms: number): void {
     clearTimeout(g.timer);
-    g.timer = setTimeout(() => void this.recompute(g), Math.max(0, ms));
+    g.timer = setTimeout(
+      () => void this.recompute(g).catch((err: unknown) => this.log[errorLogLevel(err)]({ err }, 'live aggregates: a computation failed')),
+      Math.max(0, ms),
+    );
     g.timer.unref();
   }
 
@@ -220,9 +233,15 @@ export class LiveAggregates {
   }
 
   private start(g: Group, outcome: Promise<Outcome>): void {
-    const latest = { outcome, failed: false };
+    const latest: NonNullable<Group['latest']> = { outcome, failed: false };
     g.latest = latest;
-    void outcome.then((o) => (latest.failed = 'error' in o));
+    void outcome.then(
+      (o) => {
+        latest.failed = 'error' in o;
+        latest.settledAt = Date.now();
+      },
+      () => (latest.failed = true),
+    );
   }
 
   /** One computation of the group's question in `ctx`, admitted for its cost (P52) under `ctx`'s client. */

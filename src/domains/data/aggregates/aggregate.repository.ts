@@ -212,6 +212,10 @@ async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean):
       data_point_kinds(data_point_items(x.p)) AS k
     WHERE k.key = ANY(cast(${keys} as text[]))`;
   const [result, found] = await inTransaction(db, async (trx) => {
+    // The values and the data types from one snapshot: a write between two statements could otherwise
+    // show a type problem the values did not hold, or hide one they did.
+    // (A caller's transaction keeps its own level: it must be set before any statement.)
+    if (!db.isTransaction) await sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`.execute(trx);
     // One statement over tens of thousands of rows: compiling it (JIT) costs more than running it, and
     // its sorts fit in memory with a little more than the default work_mem.
     await sql`SELECT set_config('jit', 'off', true), set_config('work_mem', '32MB', true)`.execute(trx);

@@ -112,6 +112,15 @@ export class ReportBatch {
 
   private async flush(): Promise<void> {
     this.flushing = true;
+    try {
+      await this.flushAll();
+    } finally {
+      // Whatever went wrong, the next report starts a flush again.
+      this.flushing = false;
+    }
+  }
+
+  private async flushAll(): Promise<void> {
     while (this.queue.length > 0) {
       const batch = this.queue.splice(0, MAX_REPORTS_PER_FLUSH);
       try {
@@ -127,7 +136,6 @@ export class ReportBatch {
           );
       }
     }
-    this.flushing = false;
   }
 }
 

@@ -99,6 +99,7 @@ export class CacheStore {
       unreadable: () => {
         // Not understood (another version of the service?): forget everything rather than guess.
         this.lru?.clear();
+        this.losses++;
         for (const k of this.generations.keys()) this.generations.set(k, (this.generations.get(k) ?? 0) + 1);
         this.log.warn('cache invalidation of unknown shape: in-process cache cleared');
       },

@@ -312,7 +312,9 @@ export class ProviderClient {
         maxAttempts: retries,
         backoff: new DelegateBackoff((ctx: { attempt: number; result: { error?: unknown } | { value: unknown } }) => {
           const err = 'error' in ctx.result ? ctx.result.error : undefined;
-          if (err instanceof ProviderError && err.retryAfterMs !== undefined) return err.retryAfterMs;
+          // A Retry-After is followed up to one attempt's time limit: a longer one would hold the caller (and the
+          // data source's places) without a deadline; the breaker judges a provider that keeps refusing.
+          if (err instanceof ProviderError && err.retryAfterMs !== undefined) return Math.min(err.retryAfterMs, timeoutMs);
           // Exponential with "equal jitter": half fixed, half random, so retries of many callers spread out.
           const base = backoffMs * 2 ** (ctx.attempt - 1);
           return base / 2 + Math.random() * (base / 2);
@@ -353,7 +355,7 @@ export class ProviderClient {
       return await fn();
     } catch (e) {
       if (e instanceof ProviderError && e.retryable && e.retryAfterMs !== undefined)
-        gate.pausedUntil = Math.max(gate.pausedUntil, Date.now() + e.retryAfterMs);
+        gate.pausedUntil = Math.max(gate.pausedUntil, Date.now() + Math.min(e.retryAfterMs, this.policy.timeoutMs));
       throw e;
     } finally {
       const next = gate.waiting.shift();
