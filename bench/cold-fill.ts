@@ -20,15 +20,14 @@ import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
-import path from 'node:path';
 import { pino } from 'pino';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { createAppServer } from '../src/http/app-server.js';
-import { freePort, makeWorkDir, onCleanup, pinSelf, runMain, spawnPinned, waitForHttp } from './processes.js';
+import { makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
-import { LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, envNumber } from './service.js';
+import { SERVER_CORE, bearer, envNumber, startBenchProvider } from './service.js';
 import { CLIENT, LEVELS, TENANT_KEY, entityKey } from './tenant-data.js';
 
 const SUBJECTS = envNumber('BENCH_COLD_SUBJECTS', 5000);
@@ -54,25 +53,13 @@ const CREATE_EXTRACT = `mutation($input: CreateDataExtractInput!) { createDataEx
 await runMain('cold-fill', async () => {
   const pin = process.platform === 'linux' && os.cpus().length >= 2;
   const workDir = await makeWorkDir('ssdi-bench-cold-', console.log);
-  const providerPort = await freePort();
-  const providerUrl = `http://127.0.0.1:${providerPort}`;
-  const provider = spawnPinned(
-    'cold-fill: reference provider',
-    pin ? LOAD_CORE : 0,
-    [process.execPath, '--import', 'tsx', path.join(REPO, 'bench/provider-process.ts')],
-    {
-      cwd: REPO,
-      env: {
-        ...baseEnv(),
-        PORT: String(providerPort),
-        BENCH_PROVIDER_LATENCY_MS: String(LATENCY_MS),
-        BENCH_PROVIDER_PAGE_SIZE: String(PAGE_SIZE),
-        BENCH_PROVIDER_ANCHOR: ANCHOR,
-      },
-      logFile: path.join(workDir, 'provider.log'),
-    },
-  );
-  await waitForHttp(`${providerUrl}/bench/stats`, provider);
+  const { url: providerUrl, proc: provider } = await startBenchProvider('cold-fill: reference provider', {
+    pin,
+    workDir,
+    latencyMs: LATENCY_MS,
+    pageSize: PAGE_SIZE,
+    anchor: ANCHOR,
+  });
   const providerCalls = async () =>
     ((await (await fetch(`${providerUrl}/bench/stats`)).json()) as { getDataPointsCalls: number }).getDataPointsCalls;
 

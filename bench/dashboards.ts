@@ -48,10 +48,10 @@ import { classify } from './capture.js';
 import { DATASETS, type Dataset } from './dashboard-questions.js';
 import { type ScaleResult, beforeAfterMarkdown, runScale, scaleMarkdown, scaleTargets } from './dashboard-scale.js';
 import { readFile } from 'node:fs/promises';
-import { freePort, makeWorkDir, onCleanup, pinSelf, runMain, spawnPinned, waitForHttp } from './processes.js';
+import { makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
 import { type Machine, type Target, machineFacts, provenance, writeReport } from './report.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
-import { type CodeFacts, LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, envNumber, watchCode } from './service.js';
+import { type CodeFacts, LOAD_CORE, REPO, SERVER_CORE, baseEnv, bearer, envNumber, startBenchProvider, watchCode } from './service.js';
 import type { FromClients, ToClients } from './sse-clients.js';
 import { CLIENT, EXTRACT_KEY, EXTRACT_OPTIONS, LEVELS, POINTS_PER_SUBJECT, TENANT_KEY, employeeNumber, entityKey } from './tenant-data.js';
 
@@ -378,26 +378,14 @@ export async function runDashboards(opts: {
     // The reference provider in a process of its own (on the load core): generating and sending 70,000
     // points per cold aggregate must not run on the event loop of the service under test.
     const workDir = opts.workDir ?? (await makeWorkDir('ssdi-bench-dashboards-', log));
-    const providerPort = await freePort();
-    const providerUrl = `http://127.0.0.1:${providerPort}`;
-    const providerProc = spawnPinned(
-      'dashboards: reference provider',
-      pin ? LOAD_CORE : 0,
-      [process.execPath, '--import', 'tsx', path.join(REPO, 'bench/provider-process.ts')],
-      {
-        cwd: REPO,
-        env: {
-          ...baseEnv(),
-          PORT: String(providerPort),
-          BENCH_PROVIDER_LATENCY_MS: String(latencyMs),
-          BENCH_PROVIDER_PAGE_SIZE: String(PROVIDER_PAGE_SIZE),
-          BENCH_PROVIDER_ANCHOR: ANCHOR,
-        },
-        logFile: path.join(workDir, 'provider.log'),
-      },
-    );
+    const { url: providerUrl, proc: providerProc } = await startBenchProvider('dashboards: reference provider', {
+      pin,
+      workDir,
+      latencyMs,
+      pageSize: PROVIDER_PAGE_SIZE,
+      anchor: ANCHOR,
+    });
     later('dashboards: reference provider', () => providerProc.stop(3000));
-    await waitForHttp(`${providerUrl}/bench/stats`, providerProc);
     /** The provider's counters (provider-process.ts); `reset` starts a new slowest answer. */
     const providerStats = async (reset = false) =>
       (await (await fetch(`${providerUrl}/bench/stats`, { method: reset ? 'POST' : 'GET' })).json()) as {

@@ -198,3 +198,33 @@ export async function createSubject(url: string, authorization: string, i: numbe
   await res.arrayBuffer();
   if (res.status !== 201) throw new Error(`seeding subject ${i} answered ${res.status}`);
 }
+
+/**
+ * The reference provider as a process of its own (provider-process.ts), on the load core when pinned, so
+ * generating and sending points does not run on the event loop under test; resolves once it answers.
+ */
+export async function startBenchProvider(
+  name: string,
+  opts: { pin: boolean; workDir: string; latencyMs: number; pageSize: number; anchor: string },
+): Promise<{ url: string; proc: Spawned }> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const proc = spawnPinned(
+    name,
+    opts.pin ? LOAD_CORE : 0,
+    [process.execPath, '--import', 'tsx', path.join(REPO, 'bench/provider-process.ts')],
+    {
+      cwd: REPO,
+      env: {
+        ...baseEnv(),
+        PORT: String(port),
+        BENCH_PROVIDER_LATENCY_MS: String(opts.latencyMs),
+        BENCH_PROVIDER_PAGE_SIZE: String(opts.pageSize),
+        BENCH_PROVIDER_ANCHOR: opts.anchor,
+      },
+      logFile: path.join(opts.workDir, 'provider.log'),
+    },
+  );
+  await waitForHttp(`${url}/bench/stats`, proc);
+  return { url, proc };
+}
