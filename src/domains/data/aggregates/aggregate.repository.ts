@@ -177,7 +177,7 @@ async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean):
       FROM jsonb_array_elements(cast(${memory} as jsonb)) s, jsonb_array_elements(s->'p') AS x(p),
         data_point_items(x.p) AS i, data_point_measures(i) AS d
       WHERE d.value_key = ${q.valueKey} AND d.time_key = ${q.timeKey}
-    ), pts AS NOT MATERIALIZED (
+    ), pts AS (
       SELECT sid, v, f, b ${groupKey !== null ? sql`, g` : sql``} FROM (
         SELECT sid, v, v::float8 AS f,
           coalesce(width_bucket(ms, cast(${q.instantBounds} as int8[])), width_bucket(day, cast(${q.dayBounds} as int8[]))) AS b
@@ -188,7 +188,8 @@ async function aggregateOnce(db: Db, q: AggregateQuery, numericStddev: boolean):
     ${
       // A point has one item value or none: the range, the buckets and the groups in one pass over the
       // points (the points of no group form a group of NULL, left out below). A subject may be below two
-      // children of the parent: the groups by child then take a second pass over the points joined to them.
+      // children of the parent: the groups by child then take a second pass over the points joined to them
+      // (materialised: inlined twice, PGlite planned the join to re-read the points per member).
       q.grouping.by === 'item'
         ? sql`SELECT GROUPING(g) = 0 AS grouped, g, GROUPING(b) AS rolled, b, ${measures}
             FROM pts GROUP BY GROUPING SETS ((b), (), (g, b), (g))`
