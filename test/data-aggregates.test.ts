@@ -1000,7 +1000,7 @@ class AggregateStatements implements KyselyPlugin {
   /** Reads of the subjects' cache rows (where each set is, DataCache.locate). */
   cacheReads = 0;
   transformQuery(args: Parameters<KyselyPlugin['transformQuery']>[0]) {
-    if (args.node.kind === 'RawNode' && args.node.sqlFragments.some((f) => f.includes('FROM data_cache_measure m'))) this.count++;
+    if (args.node.kind === 'RawNode' && JSON.stringify(args.node).includes('FROM data_cache_measure m')) this.count++;
     if (args.node.kind === 'SelectQueryNode' && JSON.stringify(args.node.from).includes('"data_cache"')) this.cacheReads++;
     return args.node;
   }

@@ -21,7 +21,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     CREATE FUNCTION data_point_measures(items jsonb)
     RETURNS TABLE (value_key text, time_key text, v numeric, ms int8, day int4)
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-      SELECT n.key, t.key, n.value::numeric, (t.value -> 't')::int8, (t.value -> 'd')::int4
+      -- The casts guarded: a condition on the result may be checked before the WHERE below.
+      SELECT n.key, t.key, CASE WHEN jsonb_typeof(n.value) = 'number' THEN n.value::numeric END,
+        (t.value -> 't')::int8, (t.value -> 'd')::int4
       FROM jsonb_each(items) n, jsonb_each(items) t
       WHERE jsonb_typeof(n.value) = 'number' AND jsonb_typeof(t.value) = 'object' AND (t.value ? 't' OR t.value ? 'd')
     $$`.execute(db);
