@@ -11,6 +11,8 @@ export interface Fault {
   body?: string;
   /** Delay before answering (with or without a fault status). */
   delayMs?: number;
+  /** Answers only once this settles (a gate the test opens), before the delay. */
+  until?: Promise<unknown>;
 }
 
 export interface ProviderCall {
@@ -129,6 +131,7 @@ export class FakeProvider {
     if (!this.issued.has(token) || this.revoked.has(token)) return json(res, 401, { error: 'invalid_token' });
     const fault = this.faults.shift() ?? this.always;
     if (fault) {
+      await fault.until;
       await sleep(fault.delayMs ?? 0);
       if (fault.status !== undefined || fault.body !== undefined) {
         res.writeHead(fault.status ?? 200, { 'content-type': 'application/json', ...fault.headers });

@@ -15,6 +15,7 @@ const DAY: Intl.DateTimeFormatOptions = { weekday: 'short', year: 'numeric', mon
 const plot = byId('dash-plot');
 const note = byId('dash-plot-note');
 const stale = byId('dash-stale');
+const filling = byId('dash-filling');
 
 /** The longest range charted by day; a longer one is charted by week (a year by day costs more than the query limit). */
 export const MAX_DAILY = 92;
@@ -41,10 +42,11 @@ export function plotNote(text: string | null, kind: 'loading' | 'empty' | 'error
 }
 
 /**
- * Follows the chart's question (the `chart` subscription): its first event is the current answer, each later
- * one the answer recomputed after a change under it; every event redraws the chart and the tiles. Resolves
- * when the stream ends (aborted through `signal`, or ended by the service), to whether the question was refused
- * (an answer with errors only: asking again would be refused again); rejects when it cannot be had.
+ * Follows the chart's question (the `chart` subscription): its first event is the current answer (after partial
+ * answers while the cache fills, said in words), each later one the answer recomputed after a change under it;
+ * every event redraws the chart and the tiles. Resolves when the stream ends (aborted through `signal`, or ended
+ * by the service), to whether the question was refused (an answer with errors only: asking again would be
+ * refused again); rejects when it cannot be had.
  */
 export async function followChart(s: Settings, signal: AbortSignal): Promise<{ refused: boolean }> {
   const input: DataPointAggregatesInput & { from: string; to: string } = {
@@ -78,9 +80,16 @@ export async function followChart(s: Settings, signal: AbortSignal): Promise<{ r
   const ticker = setInterval(() => state.chart || loading(), 1000);
   const shown = (agg: Aggregate | null | undefined, problem: string | undefined) => {
     clearInterval(ticker);
-    state.chartLoading = false;
+    // A partial answer (the cache still filling) is drawn, and replaced by the next.
+    const pending = agg?.coverage.pendingSubjectCount ?? 0;
+    state.chartLoading = pending > 0;
     renderSummary(agg, s);
     renderStale(agg);
+    filling.hidden = pending === 0;
+    filling.textContent =
+      agg && pending > 0
+        ? `Partial answer, filling: ${formatNumber(agg.coverage.subjectCount - pending)} of ${formatNumber(agg.coverage.subjectCount)} subjects' data fetched from the provider so far; the chart is redrawn as the rest arrives.`
+        : '';
     renderChart(agg, s, problem);
     plot.dataset['events'] = String(Number(plot.dataset['events'] ?? 0) + 1);
   };

@@ -11,7 +11,8 @@ import type {
  * The GraphQL documents the page sends, shown on the page too (the example a dashboard builder copies).
  * `options` fills the pickers (each extract's items name the value's unit); `chart` is the live daily aggregate
  * of the entity and of each child entity (the daily medians only when picked: they cost sorts), its first event
- * the current answer, then the recomputed answer whenever the data under it changes; `subjects` lists
+ * the current answer (preceded by partial answers while a cold cache fills: coverage.pendingSubjectCount > 0),
+ * then the recomputed answer whenever the data under it changes; `subjects` lists
  * the entity's subjects at once and their latest and earliest data points later (@defer: the provider may be
  * slow; the earliest ones tell how many days back the data goes); `series` is one subject's data points, newest
  * first (a picked subject's own chart);
@@ -27,7 +28,7 @@ export const DASHBOARD_QUERIES = {
   chart: /* GraphQL */ `subscription DashboardChart($input: DataPointAggregatesInput!, $median: Boolean!) {
   dataPointAggregatesChanged(input: $input) {
     aggregates { count subjectCount sum average min max percentiles(p: [0.5, 0.9]) }
-    coverage { subjectCount contributingSubjectCount staleSubjectCount unavailableSubjectCount }
+    coverage { subjectCount contributingSubjectCount staleSubjectCount unavailableSubjectCount pendingSubjectCount }
     buckets { start startsAt aggregates { count sum average min max median: percentiles(p: [0.5]) @include(if: $median) } }
     groupedAggregates {
       key

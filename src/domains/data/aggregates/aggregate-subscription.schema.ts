@@ -1,5 +1,6 @@
 import { builder } from '../../../graphql/builder.js';
 import { LIVE_AGGREGATE_MAX_DELAY_MS, LIVE_AGGREGATE_QUIET_MS, type AggregateDelivery } from './aggregate-subscription.js';
+import { PARTIAL_ANSWER_EVERY_MS } from './partial-answers.js';
 import {
   AGGREGATE_COST,
   DataPointAggregatesInputRef,
@@ -19,6 +20,10 @@ builder.subscriptionField('dataPointAggregatesChanged', (t) =>
       `event whenever data under it changes and the answer differs from the last one sent: computed ${LIVE_AGGREGATE_QUIET_MS} ms ` +
       `after the last change heard (at most ${LIVE_AGGREGATE_MAX_DELAY_MS} ms after the first of a burst), once for every subscriber ` +
       'of the same question, whichever instance took the change. A reader that falls behind gets only the latest answer. ' +
+      "While the question's data is still being fetched from its provider, the current answer is preceded by partial answers " +
+      `over the subjects fetched so far (coverage.pendingSubjectCount > 0: the first once some data arrived, the next at most every ` +
+      `${PARTIAL_ANSWER_EVERY_MS} ms), then the full one (pendingSubjectCount 0); a subscriber joining meanwhile gets the latest ` +
+      'partial answer at once. No partial answer follows a full one. ' +
       "Refused as the query is (View:DataExtract and List:Subject, the input's bounds, the cost); counts under " +
       'SUBSCRIPTIONS_PER_CLIENT with dataPointsChanged. An event whose computation failed carries the error and the stream goes ' +
       'on; the stream ends with an error when the token expires (UNAUTHENTICATED) or when the instance can no longer hear ' +

@@ -32,8 +32,10 @@ const LIVE_AGGREGATE_REUSE_MS = 60_000;
 /** What a subscriber receives: an answer, a computation's error (the stream goes on), or the error that ends it. */
 export type AggregateDelivery = { answer: Aggregation } | { error: unknown } | { end: AppError };
 
-/** One computation's outcome, with what identifies it (equal prints: nothing to push). */
-type Outcome = { answer: Aggregation; stale: StaleNotice[]; print: string } | { error: unknown; print: string; refused?: true };
+/** One computation's outcome, with what identifies it (equal prints: nothing to push); `partial`: an answer while its sets arrive (P131). */
+type Outcome =
+  | { answer: Aggregation; stale: StaleNotice[]; print: string; partial?: true }
+  | { error: unknown; print: string; refused?: true; partial?: undefined };
 
 /** Waits for admission (P52) for work of this D11 cost; resolves with the function giving the units back. */
 export type Admit = (who: { tenant: string; client: string }, cost: number) => Promise<() => void>;
@@ -51,11 +53,22 @@ interface Group {
   entityKeys: string[] | undefined;
   subscribers: Set<AggregateSubscriber>;
   /** The latest computation (a joiner's first answer while it is under way, or succeeded a moment ago). */
-  latest: { outcome: Promise<Outcome>; failed: boolean; settledAt?: number } | undefined;
+  latest: Latest | undefined;
   /** When the first change not yet computed was heard (undefined: none waits). */
   dirtySince: number | undefined;
   timer: NodeJS.Timeout | undefined;
   computing: boolean;
+}
+
+/** One computation of a group: its outcome and, while a first answer's sets arrive, its latest partial answer (P131). */
+interface Latest {
+  outcome: Promise<Outcome>;
+  failed: boolean;
+  settledAt?: number;
+  partial?: Outcome;
+  /** Resolves with the first partial answer. */
+  partialHeard: Promise<void>;
+  heard: () => void;
 }
 
 /**
@@ -124,9 +137,22 @@ export class LiveAggregates {
     // The current answer: the group's, or computed now as the query would (its refusals are the subscription's).
     // An answer older than LIVE_AGGREGATE_REUSE_MS may be past its sets' TTL: computed again (P109).
     const l = g.latest;
-    if (!l || l.failed || (l.settledAt !== undefined && Date.now() - l.settledAt > LIVE_AGGREGATE_REUSE_MS))
-      this.start(g, this.compute(g, { ...ctx, operation: 'query' }, 'subscribe'));
-    const first = await g.latest!.outcome;
+    // A first answer whose sets are cold is preceded by partial answers, pushed to the group's subscribers
+    // with no full answer yet (P131); a joiner during the fill gets the latest one at once.
+    if (!l || l.failed || (l.settledAt !== undefined && Date.now() - l.settledAt > LIVE_AGGREGATE_REUSE_MS)) {
+      const started: Latest = this.start(
+        g,
+        this.compute(g, { ...ctx, operation: 'query' }, 'subscribe', (o) => this.partial(g, started, o)),
+      );
+    }
+    const latest = g.latest!;
+    if (latest.partial) sub.push(latest.partial);
+    const first = await Promise.race([latest.outcome, latest.partialHeard]);
+    if (first === undefined) {
+      // Open from the partial answer on; the full one (or its error) follows as the stream's next event.
+      void latest.outcome.then((o) => sub.push(o, true));
+      return sub;
+    }
     if ('error' in first) {
       sub.end(null);
       throw first.error;
@@ -232,20 +258,31 @@ export class LiveAggregates {
     }
   }
 
-  private start(g: Group, outcome: Promise<Outcome>): void {
-    const latest: NonNullable<Group['latest']> = { outcome, failed: false };
+  private start(g: Group, outcome: Promise<Outcome>): Latest {
+    let heard!: () => void;
+    const partialHeard = new Promise<void>((r) => (heard = r));
+    const latest: Latest = { outcome, failed: false, partialHeard, heard };
     g.latest = latest;
     void outcome.then(
       (o) => {
         latest.failed = 'error' in o;
         latest.settledAt = Date.now();
+        latest.partial = undefined;
       },
       () => (latest.failed = true),
     );
+    return latest;
   }
 
-  /** One computation of the group's question in `ctx`, admitted for its cost (P52) under `ctx`'s client. */
-  private async compute(g: Group, ctx: Context, why: 'subscribe' | 'change'): Promise<Outcome> {
+  /** A partial answer of `latest`'s computation: the latest for joiners, pushed to the subscribers with no full answer. */
+  private partial(g: Group, latest: Latest, o: Outcome): void {
+    latest.partial = o;
+    latest.heard();
+    for (const s of g.subscribers) s.push(o);
+  }
+
+  /** One computation of the group's question in `ctx`, admitted for its cost (P52) under `ctx`'s client; `onPartial` hears partial answers. */
+  private async compute(g: Group, ctx: Context, why: 'subscribe' | 'change', onPartial?: (o: Outcome) => void): Promise<Outcome> {
     let release: () => void;
     try {
       release = await this.admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, g.cost);
@@ -255,7 +292,12 @@ export class LiveAggregates {
     this.computations[why]++;
     const staleData = new Map<string, StaleNotice>();
     try {
-      const answer = await aggregateDataPoints({ ...ctx, staleData }, g.input, g.fractions);
+      const answer = await aggregateDataPoints(
+        { ...ctx, staleData },
+        g.input,
+        g.fractions,
+        onPartial && ((a) => onPartial({ answer: a, stale: [...staleData.values()], print: answerPrint(a), partial: true })),
+      );
       return { answer, stale: [...staleData.values()], print: answerPrint(answer) };
     } catch (error) {
       // Sent to the subscribers; only what is not the question's own refusal is logged.
@@ -319,6 +361,8 @@ function errorPrint(e: unknown): string {
 export class AggregateSubscriber implements AsyncIterableIterator<AggregateDelivery> {
   /** The print of the outcome last handed to it. */
   private print: string | undefined;
+  /** Whether it was handed a full outcome: then no partial answer (P131) and no first answer any more. */
+  private full = false;
   private unread: Outcome | undefined;
   private waiter: ((r: IteratorResult<AggregateDelivery>) => void) | undefined;
   /** undefined: open; null: ended quietly; an error: ended with it (delivered once, then done). */
@@ -334,10 +378,14 @@ export class AggregateSubscriber implements AsyncIterableIterator<AggregateDeliv
     if (principal.expiresAt !== undefined) this.cancelExpiry = endAtTokenExpiry(principal.expiresAt, (e) => this.end(e));
   }
 
-  /** Hands it `o` unless it has that answer already; `first`: only if it has none yet (a group's push came first). */
+  /**
+   * Hands it `o` unless it has that answer already; `first` (a first answer) and a partial answer only if it
+   * has no full answer yet (a group's push came first).
+   */
   push(o: Outcome, first = false): void {
-    if (this.ending !== undefined || o.print === this.print || (first && this.print !== undefined)) return;
+    if (this.ending !== undefined || o.print === this.print || ((first || o.partial) && this.full)) return;
     this.print = o.print;
+    if (!o.partial) this.full = true;
     if (this.waiter) {
       const w = this.waiter;
       this.waiter = undefined;

@@ -160,6 +160,12 @@ const DataPointCoverageRef = builder.objectRef<Coverage>('DataPointCoverage').im
       description: `The first ${MAX_UNAVAILABLE_LISTED} of them, by ExternalId.`,
       resolve: (c) => c.unavailableSubjectIds,
     }),
+    pendingSubjectCount: t.exposeInt('pendingSubjectCount', {
+      description:
+        'Subjects whose data is still being fetched from their provider, counted nowhere else: more than 0 only in a partial ' +
+        "answer, which dataPointAggregatesChanged sends while a question's data arrives; 0 in every full answer (always in " +
+        'dataPointAggregates).',
+    }),
   }),
 });
 

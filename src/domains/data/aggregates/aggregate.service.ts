@@ -26,6 +26,7 @@ import {
   findChildKeys,
 } from './aggregate.repository.js';
 import { type DataPoint, findExtracts, identifierOf } from '../model/index.js';
+import { partialAnswers } from './partial-answers.js';
 
 /** Buckets one aggregate may have (P59). */
 export const MAX_BUCKETS = 1000;
@@ -95,6 +96,8 @@ export interface Coverage {
   unavailableSubjectCount: number;
   /** The first MAX_UNAVAILABLE_LISTED of them, by ExternalId. */
   unavailableSubjectIds: string[];
+  /** Subjects whose sets are still being fetched (a partial answer, P131); 0 in a full answer. */
+  pendingSubjectCount: number;
 }
 
 export interface Aggregation {
@@ -270,6 +273,8 @@ export async function aggregateDataPoints(
   ctx: Context,
   input: DataPointAggregatesInput,
   fractions: readonly number[],
+  /** Hears partial answers while the subjects' sets arrive (P131; none once the full answer is computed). */
+  onPartial?: (answer: Aggregation) => void,
 ): Promise<Aggregation> {
   requirePermission(ctx.principal, 'View:DataExtract');
   requirePermission(ctx.principal, 'List:Subject');
@@ -347,14 +352,6 @@ export async function aggregateDataPoints(
       ? undefined
       : JSON.stringify([tenantId, dataVersion, ctx.principal.configVersion, extract.key, extract.cache_epoch, mode, filters]);
   const whereabouts = sets !== undefined && mark !== undefined ? ctx.aggregates.whereabouts.get(sets) : undefined;
-  const located =
-    whereabouts && whereabouts.mark === mark && Date.now() < whereabouts.until
-      ? whereabouts.located
-      : await ctx.data.locate(tenantId, extract, keys);
-  const until = freshUntil(ctx, located);
-  if (sets !== undefined && mark !== undefined && until !== undefined && whereabouts?.located !== located)
-    ctx.aggregates.whereabouts.set(sets, { located, mark, until });
-
   const plan = planBuckets(input.interval, from!, to!, zone!);
   const grouping: AggregateGrouping =
     input.groupBy === 'ITEM'
@@ -362,7 +359,28 @@ export async function aggregateDataPoints(
       : input.groupBy === 'CHILD_ENTITY'
         ? { by: 'child', parentKey: entityKey! }
         : { by: 'none' };
-  const question: Question = { extract, input, fractions, plan, grouping, children, maxGroups, keys, located };
+  const asOf = (located: ReadonlyMap<string, Located>): Question => ({
+    extract,
+    input,
+    fractions,
+    plan,
+    grouping,
+    children,
+    maxGroups,
+    keys,
+    located,
+  });
+  // Partial answers are computed, never remembered: only the full answer below is.
+  const partials = onPartial && partialAnswers(keys.length, (l) => computeAggregation(ctx, asOf(l)), onPartial);
+  const located =
+    whereabouts && whereabouts.mark === mark && Date.now() < whereabouts.until
+      ? whereabouts.located
+      : await ctx.data.locate(tenantId, extract, keys, partials?.progress).finally(() => partials?.end());
+  const until = freshUntil(ctx, located);
+  if (sets !== undefined && mark !== undefined && until !== undefined && whereabouts?.located !== located)
+    ctx.aggregates.whereabouts.set(sets, { located, mark, until });
+
+  const question = asOf(located);
   // The answer is a function of the question, the subject list's data version and what each subject's set
   // is (fingerprint): asked again, it is served from memory; asked concurrently, computed once.
   const print = fingerprint(keys, located);
@@ -509,6 +527,7 @@ async function computeAggregation(ctx: Context, q: Question): Promise<Aggregatio
       unavailableSubjectCount: unavailable.length,
       // `subjects` (and so `unavailable`) are in ExternalId order.
       unavailableSubjectIds: [...listed],
+      pendingSubjectCount: keys.filter((k) => !located.has(k.id)).length,
     },
   };
 }

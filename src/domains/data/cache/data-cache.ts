@@ -176,7 +176,7 @@ export class DataCache {
    * invalidation came first).
    *
    * `onProgress` (for partial answers) hears what is located so far: first what was fresh already, then
-   * again as each chunk's answer arrives (its subjects in memory until the end says where they are).
+   * again as each chunk's answer arrives (its stored subjects in the rows, the others in memory).
    */
   async locate(
     tenantId: string,
@@ -236,7 +236,7 @@ export class DataCache {
     };
     tell();
     return (id, o) => {
-      partial.set(id, o instanceof Error ? o : { at: 'memory', ...o });
+      partial.set(id, o instanceof Error ? o : o.stored ? { at: 'rows', fetchedAt: o.fetchedAt! } : { at: 'memory', ...o });
       if (!told) setImmediate(tell);
       told = true;
     };

@@ -209,7 +209,15 @@ export class CacheFetcher {
       stored = new Map();
     }
     // What was not stored (invalidated meanwhile) is still this request's answer, just not cached.
-    return new Map(writes.map((w) => [w.subjectId, { points: w.points, fetchedAt: stored.get(w.subjectId) ?? new Date(), stale: false }]));
+    return new Map(
+      writes.map((w) => {
+        const at = stored.get(w.subjectId);
+        return [
+          w.subjectId,
+          at ? { points: w.points, fetchedAt: at, stale: false, stored: true } : { points: w.points, fetchedAt: new Date(), stale: false },
+        ];
+      }),
+    );
   }
 
   private sourceOf(tenantId: string, extract: ExtractWithSource): ProviderSource {

@@ -20,6 +20,8 @@ export interface CachedPoints {
   points: DataPoint[];
   fetchedAt: Date | null;
   stale: boolean;
+  /** Stored in the rows by the fetch that got it (a partial answer reads it there). */
+  stored?: true;
 }
 
 export type Outcome = CachedPoints | Error;
