@@ -25,6 +25,7 @@ import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { createAppServer } from '../src/http/app-server.js';
+import { followLive } from './dashboard-scale.js';
 import { makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
 import { SERVER_CORE, bearer, envNumber, startBenchProvider } from './service.js';
@@ -35,6 +36,8 @@ const DAYS = envNumber('BENCH_COLD_DAYS', 60);
 const RUNS = Math.max(1, envNumber('BENCH_COLD_RUNS', 2));
 const LATENCY_MS = envNumber('BENCH_PROVIDER_LATENCY_MS', 20);
 const PROFILE = process.env['BENCH_COLD_PROFILE'];
+/** BENCH_COLD_LIVE=1: the last run's question is also followed through dataPointAggregatesChanged (its partial answers, P131). */
+const LIVE = process.env['BENCH_COLD_LIVE'] === '1';
 /** The provider's last day of every series (fixed, so runs on different days aggregate the same points). */
 const ANCHOR = '2026-11-20';
 const PAGE_SIZE = 1000;
@@ -137,20 +140,27 @@ await runMain('cold-fill', async () => {
     const calls0 = await providerCalls();
     counting = true;
     const cpu0 = process.cpuUsage();
+    const input = {
+      extractKey,
+      valueItemKey: 'value',
+      timeItemKey: 'recordedAt',
+      interval: 'DAY',
+      from: day(-DAYS),
+      to: day(2),
+      timeZone: 'UTC',
+      structuralEntityKeys: Array.from({ length: LEVELS[0].count }, (_, j) => entityKey(1, j)),
+    };
     const t0 = performance.now();
-    const data = await gql(AGGREGATE, {
-      input: {
-        extractKey,
-        valueItemKey: 'value',
-        timeItemKey: 'recordedAt',
-        interval: 'DAY',
-        from: day(-DAYS),
-        to: day(2),
-        timeZone: 'UTC',
-        structuralEntityKeys: Array.from({ length: LEVELS[0].count }, (_, j) => entityKey(1, j)),
-      },
-    });
-    const ms = performance.now() - t0;
+    // Followed live, the question is asked through the subscription alone (the query would wait for admission
+    // beside it), then once more through the query, answered from memory, for its answer.
+    const live = LIVE && run === RUNS ? await followLive({ url: `${url}/graphql`, headers: auth }, input) : undefined;
+    const data = await gql(AGGREGATE, { input });
+    const ms = live ? live.fullMs : performance.now() - t0;
+    if (live)
+      console.log(
+        `  ${extractKey}, through dataPointAggregatesChanged: first partial answer ${live.firstPartialMs ?? '–'} ms ` +
+          `(${live.firstPartialSubjects ?? 0} subjects), ${live.partials} partial answers, the full answer ${live.fullMs} ms`,
+      );
     const cpu = process.cpuUsage(cpu0);
     counting = false;
     const calls = (await providerCalls()) - calls0;

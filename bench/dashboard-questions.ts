@@ -25,6 +25,8 @@ export const REPEATED_TARGET_MS = 20;
 export const DUCKDB_RATIO_TARGET = 5;
 /** Cold, 5,000 subjects, 20 ms provider: the full answer within this. */
 export const COLD_TARGET_MS = 5000;
+/** The same: the first partial answer (dataPointAggregatesChanged, P131) within this. */
+export const FIRST_PARTIAL_TARGET_MS = 1000;
 
 /** The provider's last day of every series (fixed, so runs on different days aggregate the same points). */
 export const ANCHOR = '2026-11-20';
