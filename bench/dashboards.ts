@@ -43,7 +43,7 @@ import { createAppServer } from '../src/http/app-server.js';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { MAX_AGGREGATE_SUBJECTS } from '../src/domains/data/index.js';
+import { DEFAULT_AGGREGATE_SUBJECTS } from '../src/domains/data/index.js';
 import { classify } from './capture.js';
 import { DATASETS, type Dataset } from './dashboard-questions.js';
 import { type ScaleResult, beforeAfterMarkdown, runScale, scaleMarkdown, scaleTargets } from './dashboard-scale.js';
@@ -357,9 +357,11 @@ export async function runDashboards(opts: {
     throw new Error(`BENCH_DASHBOARDS_DATASET must be ${Object.keys(DATASETS).join(', ')} or none, got ${datasetName}`);
   const dataset: Dataset | undefined = DATASETS[datasetName as Dataset['name']];
   // A dataset decides the tenant's subjects (issue 17's part then runs over them too).
-  const subjects = dataset?.subjects ?? Math.floor(envNumber('BENCH_DASHBOARDS_SUBJECTS', MAX_AGGREGATE_SUBJECTS));
-  if (subjects < 1 || subjects > MAX_AGGREGATE_SUBJECTS)
-    throw new Error(`BENCH_DASHBOARDS_SUBJECTS must be 1 to ${MAX_AGGREGATE_SUBJECTS} (one aggregate's bound), got ${subjects}`);
+  const subjects = dataset?.subjects ?? Math.floor(envNumber('BENCH_DASHBOARDS_SUBJECTS', DEFAULT_AGGREGATE_SUBJECTS));
+  if (subjects < 1 || subjects > DEFAULT_AGGREGATE_SUBJECTS)
+    throw new Error(
+      `BENCH_DASHBOARDS_SUBJECTS must be 1 to ${DEFAULT_AGGREGATE_SUBJECTS} (one aggregate's default bound), got ${subjects}`,
+    );
   const iterations = Math.max(1, Math.floor(envNumber('BENCH_DASHBOARDS_ITERATIONS', 30)));
   const coldRuns = Math.max(1, Math.floor(envNumber('BENCH_DASHBOARDS_COLD', 2)));
   const wanted = Math.floor(envNumber('BENCH_DASHBOARDS_SUBSCRIPTIONS', 1000));
@@ -828,7 +830,7 @@ function tableOf(
   database: 'pglite' | 'postgres',
 ): Pick<DashboardsResult, 'rows' | 'targets'> {
   const onPostgres = database === 'postgres';
-  const full = r.subjects === MAX_AGGREGATE_SUBJECTS;
+  const full = r.subjects === DEFAULT_AGGREGATE_SUBJECTS;
   const warmHolds = onPostgres && full ? r.warm.p50Ms <= WARM_P50_TARGET_MS : undefined;
   const rows: DashboardRow[] = [];
   const seriesRows = (w: WarmSeries, what: string, target: string, holds: boolean | undefined) => {

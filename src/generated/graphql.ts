@@ -59,6 +59,8 @@ export type DataPointAggregatesInput = {
   interval: AggregateInterval;
   /** At most this many groups (1 to 100, default 100); more is BAD_REQUEST. The cost counts buckets × maxGroups. */
   maxGroups?: number | null | undefined;
+  /** At most this many subjects (1 to 100000, default 10000); filters selecting more are BAD_REQUEST. The cost counts maxSubjects × (days of the range + 10) / 500. */
+  maxSubjects?: number | null | undefined;
   /** The subjects of this entity (and its descendants'); required by CHILD_ENTITY. */
   structuralEntityKey?: string | null | undefined;
   /** As subjects(structuralEntityKeys): subjects located at any of them. */

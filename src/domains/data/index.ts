@@ -3,7 +3,7 @@
 // (model, provider, live, cache, aggregates), each through its own index.ts.
 import './data.schema.js';
 
-export { AggregateMemory, LiveAggregates, MAX_AGGREGATE_SUBJECTS } from './aggregates/index.js';
+export { AggregateMemory, DEFAULT_AGGREGATE_SUBJECTS, LiveAggregates, MAX_AGGREGATE_SUBJECTS } from './aggregates/index.js';
 export { DataCache, type StaleNotice } from './cache/index.js';
 export { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from './live/index.js';
 export { POINT_TYPES, SecretBox, findDataPointsUrl, findDataSourceKeys } from './model/index.js';

@@ -1,4 +1,5 @@
 import { GraphQLFloat, type GraphQLResolveInfo, GraphQLList, GraphQLNonNull, Kind, type SelectionSetNode, valueFromAST } from 'graphql';
+import { dayNumber } from '../../../core/dates.js';
 import { builder } from '../../../graphql/builder.js';
 import { SEARCH_COST } from '../../../graphql/connections.js';
 import { StructuralEntityRef } from '../../structural-entity/index.js';
@@ -10,6 +11,7 @@ import {
   type Bucket,
   type Coverage,
   type DataPointAggregatesInput,
+  DEFAULT_AGGREGATE_SUBJECTS,
   MAX_AGGREGATE_SUBJECTS,
   MAX_BUCKETS,
   MAX_GROUPS,
@@ -51,6 +53,9 @@ export const DataPointAggregatesInputRef = builder.inputType('DataPointAggregate
     groupByItemKey: t.string({ description: 'With groupBy ITEM: a String item of the points.' }),
     maxGroups: t.int({
       description: `At most this many groups (1 to ${MAX_GROUPS}, default ${MAX_GROUPS}); more is BAD_REQUEST. The cost counts buckets × maxGroups.`,
+    }),
+    maxSubjects: t.int({
+      description: `At most this many subjects (1 to ${MAX_AGGREGATE_SUBJECTS}, default ${DEFAULT_AGGREGATE_SUBJECTS}); filters selecting more are BAD_REQUEST. The cost counts maxSubjects × (days of the range + ${SUBJECT_FIXED_DAYS}) / ${SUBJECT_DAYS_PER_COST}.`,
     }),
   }),
 });
@@ -183,20 +188,41 @@ export const DataPointAggregationRef = builder.objectRef<Aggregation>('DataPoint
   }),
 });
 
-/** An aggregate costs like a search, and its selection once per bucket and group (P59). */
+/** An aggregate costs like a search, plus what it may read (P127), and its selection once per bucket and group (P59). */
 export const AGGREGATE_COST = SEARCH_COST;
+/**
+ * Subject-days (one day of a subject's daily series: a point) that cost 1 (P127): a year over 10,000
+ * subjects costs 7,500, a year over 100,000 is past GRAPHQL_MAX_COST's default.
+ */
+export const SUBJECT_DAYS_PER_COST = 500;
+/** Days each subject counts besides the range's: reading its rows costs about what 10 points do (P127). */
+export const SUBJECT_FIXED_DAYS = 10;
 
+const bounded = (v: unknown, fallback: number, max: number) => Math.min(Math.max(Math.trunc(Number(v ?? fallback)) || 1, 1), max);
+
+/**
+ * The field costs a search plus maxSubjects × (days of the range + SUBJECT_FIXED_DAYS) /
+ * SUBJECT_DAYS_PER_COST (the subjects and points it may read), its selection once per bucket × group. A
+ * range past MAX_BUCKETS counts no days: the field refuses it with a 400 naming `interval` first.
+ */
 export function aggregateComplexity(input: DataPointAggregatesInput | undefined) {
-  const buckets = input ? (bucketCount(input.interval, input.from, input.to) ?? 1) : 1;
-  const groups = input?.groupBy ? Math.min(Math.max(Math.trunc(Number(input.maxGroups ?? MAX_GROUPS)) || 1, 1), MAX_GROUPS) : 1;
-  return { field: AGGREGATE_COST, multiplier: Math.min(buckets, MAX_BUCKETS) * groups };
+  const counted = input ? bucketCount(input.interval, input.from, input.to) : undefined;
+  const buckets = counted ?? 1;
+  const groups = input?.groupBy ? bounded(input.maxGroups, MAX_GROUPS, MAX_GROUPS) : 1;
+  const subjects = bounded(input?.maxSubjects, DEFAULT_AGGREGATE_SUBJECTS, MAX_AGGREGATE_SUBJECTS);
+  // bucketCount is defined only for valid dates, from before to.
+  const days = input && counted !== undefined && counted <= MAX_BUCKETS ? dayNumber(input.to)! - dayNumber(input.from)! : 0;
+  return {
+    field: AGGREGATE_COST + Math.ceil((subjects * (days + SUBJECT_FIXED_DAYS)) / SUBJECT_DAYS_PER_COST),
+    multiplier: Math.min(buckets, MAX_BUCKETS) * groups,
+  };
 }
 
 builder.queryField('dataPointAggregates', (t) =>
   t.field({
     type: DataPointAggregationRef,
     nullable: true,
-    description: `Aggregates of one numeric item of an extract's data points over a set of subjects (at most ${MAX_AGGREGATE_SUBJECTS}), by calendar bucket of a time item in a time zone, optionally grouped; as fresh as reading them (D10). View:DataExtract and List:Subject.`,
+    description: `Aggregates of one numeric item of an extract's data points over a set of subjects (at most maxSubjects), by calendar bucket of a time item in a time zone, optionally grouped; as fresh as reading them (D10). Cost (D11): ${AGGREGATE_COST} + ⌈maxSubjects × (days of [from, to) + ${SUBJECT_FIXED_DAYS}) / ${SUBJECT_DAYS_PER_COST}⌉ + the selection × buckets × maxGroups (1 without groupBy). View:DataExtract and List:Subject.`,
     authScopes: { permission: 'View:DataExtract' },
     complexity: (args) => aggregateComplexity(args.input as DataPointAggregatesInput | undefined),
     args: { input: t.arg({ type: DataPointAggregatesInputRef, required: true }) },

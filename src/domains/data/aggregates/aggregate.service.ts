@@ -32,8 +32,10 @@ import { partialAnswers } from './partial-answers.js';
 export const MAX_BUCKETS = 1000;
 /** Groups one aggregate may have (P59); `maxGroups` lowers it (and the cost). */
 export const MAX_GROUPS = 100;
-/** Subjects one aggregate may read (P59): a bound on its work, whatever the filters. */
-export const MAX_AGGREGATE_SUBJECTS = 10_000;
+/** Subjects one aggregate may read (P59, P127): a bound on its work, whatever the filters; `maxSubjects` lowers it (and the cost). */
+export const MAX_AGGREGATE_SUBJECTS = 100_000;
+/** `maxSubjects` when the input leaves it out (P127): the bound before P127, so its questions cost what they may do. */
+export const DEFAULT_AGGREGATE_SUBJECTS = 10_000;
 /** Distinct percentiles one aggregate may compute. */
 export const MAX_PERCENTILES = 20;
 /** Unavailable subjects listed in the coverage (all are counted). */
@@ -58,6 +60,7 @@ export interface DataPointAggregatesInput {
   groupBy?: 'CHILD_ENTITY' | 'ITEM' | null | undefined;
   groupByItemKey?: string | null | undefined;
   maxGroups?: number | null | undefined;
+  maxSubjects?: number | null | undefined;
 }
 
 /** The aggregates of some points (one bucket or a whole range, of all points or of one group). */
@@ -180,8 +183,9 @@ const byCodePoint = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buf
 export class AggregateMemory {
   // Subject lists by (tenant, data version, configuration version, identifier mode, filters), as subject
   // keys: the data version is bumped with every write that can change a list (tenant.repository.ts), so a
-  // list is exact for its version. Bounded by subjects held (about 100 bytes each).
-  readonly subjectLists = new LRUCache<string, SubjectKey[]>({ maxSize: 200_000, sizeCalculation: (keys) => Math.max(1, keys.length) });
+  // list is exact for its version. Bounded by subjects held (about 190 bytes each, measured): an
+  // organisation's list (MAX_AGGREGATE_SUBJECTS) leaves room for three more of its size.
+  readonly subjectLists = new LRUCache<string, SubjectKey[]>({ maxSize: 400_000, sizeCalculation: (keys) => Math.max(1, keys.length) });
   // Answers by everything they are computed from (P63): the question, the subject list's data version and
   // configuration, the extract's cache epoch, and each subject's set as `fingerprint` identifies it. A hit
   // is exactly the answer a computation would give now; nothing else needs invalidating.
@@ -198,9 +202,9 @@ export class AggregateMemory {
     sizeCalculation: (r) => (r.answer.buckets.length + 1) * (r.answer.groupedAggregates.length + 1),
   });
   // Where the sets of a subject list are (all in the rows), under the same mark: a new question over the
-  // same subjects does not read their rows again (P126). Bounded by subjects held, as `subjectLists`.
+  // same subjects does not read their rows again (P126). Bounded by subjects held (about 210 bytes each), as `subjectLists`.
   readonly whereabouts = new LRUCache<string, { located: ReadonlyMap<string, Located>; mark: string; until: number }>({
-    maxSize: 200_000,
+    maxSize: 400_000,
     sizeCalculation: (w) => Math.max(1, w.located.size),
   });
 }
@@ -214,14 +218,15 @@ declare module '../../../graphql/context.js' {
 
 /**
  * The subjects an aggregate reads, with their provider identifiers under `mode`, and the data version
- * the list is exact for (null: no subjects, or too many). A query reuses the list of the data version
- * read with its principal.
+ * the list is exact for (null: no subjects). More than `maxSubjects` is a 400. A query reuses the list of
+ * the data version read with its principal.
  */
 async function aggregateSubjects(
   ctx: Context,
   filters: SubjectFilters,
   mode: string,
   config: SubjectConfig,
+  maxSubjects: number,
 ): Promise<{ keys: SubjectKey[]; dataVersion: string | null }> {
   const { tenantId, configVersion } = ctx.principal;
   const listKey = (version: string) =>
@@ -230,19 +235,28 @@ async function aggregateSubjects(
       .digest('base64url');
   const version = queryDataVersion(ctx);
   const cached = version === undefined ? undefined : ctx.aggregates.subjectLists.get(listKey(version));
-  if (cached) return { keys: cached, dataVersion: version! };
+  if (cached) return { keys: tooMany(cached, maxSubjects), dataVersion: version! };
   const { subjects, dataVersion } = await findAggregateSubjects(
     ctx.db,
     tenantId,
     filters,
-    MAX_AGGREGATE_SUBJECTS + 1,
+    maxSubjects + 1,
     mode !== 'ExternalId' && mode !== 'Id',
   );
-  if (subjects.length > MAX_AGGREGATE_SUBJECTS)
-    throw ValidationError.at('input', `The filters select more than ${MAX_AGGREGATE_SUBJECTS} subjects; narrow them.`);
+  // A list is kept only whole: it serves any maxSubjects it fits.
+  tooMany(subjects, maxSubjects);
   const keys = subjects.map((s) => ({ id: s.id, identifier: identifierOf(mode, s as SubjectRow, config) }));
   if (dataVersion !== null) ctx.aggregates.subjectLists.set(listKey(dataVersion), keys);
   return { keys, dataVersion };
+}
+
+function tooMany<T>(keys: T[], maxSubjects: number): T[] {
+  if (keys.length > maxSubjects)
+    throw ValidationError.at(
+      'maxSubjects',
+      `The filters select more than maxSubjects (${maxSubjects}) subjects; raise it (at most ${MAX_AGGREGATE_SUBJECTS}) or narrow them.`,
+    );
+  return keys;
 }
 
 /**
@@ -306,6 +320,9 @@ export async function aggregateDataPoints(
   const maxGroups = input.maxGroups ?? MAX_GROUPS;
   if (!Number.isInteger(maxGroups) || maxGroups < 1 || maxGroups > MAX_GROUPS)
     errors.add('maxGroups', `maxGroups must be 1 to ${MAX_GROUPS}.`);
+  const maxSubjects = input.maxSubjects ?? DEFAULT_AGGREGATE_SUBJECTS;
+  if (!Number.isInteger(maxSubjects) || maxSubjects < 1 || maxSubjects > MAX_AGGREGATE_SUBJECTS)
+    errors.add('maxSubjects', `maxSubjects must be 1 to ${MAX_AGGREGATE_SUBJECTS}.`);
   if (entityKey !== undefined && input.structuralEntityKeys)
     errors.add('structuralEntityKeys', 'Give structuralEntityKey or structuralEntityKeys, not both.');
   if (input.groupBy === 'CHILD_ENTITY') {
@@ -336,7 +353,7 @@ export async function aggregateDataPoints(
   errors.throwIfAny();
 
   const mode = extract.source.subject_identifier;
-  const { keys, dataVersion } = await aggregateSubjects(ctx, filters, mode, config);
+  const { keys, dataVersion } = await aggregateSubjects(ctx, filters, mode, config, maxSubjects);
   const asked =
     dataVersion === null
       ? undefined

@@ -4,4 +4,4 @@ import './aggregate.schema.js';
 import './aggregate-subscription.schema.js';
 
 export { type Admit, LiveAggregates } from './aggregate-subscription.js';
-export { AggregateMemory, MAX_AGGREGATE_SUBJECTS } from './aggregate.service.js';
+export { AggregateMemory, DEFAULT_AGGREGATE_SUBJECTS, MAX_AGGREGATE_SUBJECTS } from './aggregate.service.js';
