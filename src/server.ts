@@ -11,10 +11,12 @@ import type { DatabaseHandle } from './db/database.js';
 import { ServiceUnavailableError } from './core/errors.js';
 import { sendProblem } from './http/problem.js';
 import { createAppServer } from './http/app-server.js';
-import { subjectCaches, upsertSubject } from './domains/subject/index.js';
+import { createSubjects, subjectCaches } from './domains/subject/index.js';
 import { clientPrincipal, findClientByTenantKey, verifySecret } from './domains/auth/index.js';
-import { findDataPointsUrl } from './domains/data/index.js';
+import { SecretBox, findDataPointsUrl } from './domains/data/index.js';
 import { hasTenants } from './domains/tenant/index.js';
+import { applyTenantFile } from './domains/tenant-apply/index.js';
+import { inTransaction } from './db/transaction.js';
 import { type RunningProvider, createReferenceProvider } from './provider/reference-provider.js';
 import { applyTenantFilePath, createLogger, openMigratedDatabase } from './app/runtime.js';
 
@@ -39,28 +41,36 @@ async function demoClient(db: Db): Promise<DemoClient | undefined> {
   return { tenantKey: t.key, clientId: client.clientId, clientSecret: client.clientSecret };
 }
 
-/** Upserts the demo subjects through the same service as the API. */
-async function seedDemo(db: Db): Promise<void> {
+/**
+ * Creates the demo organisation in one transaction (P133): the tenant file applied as `npm run tenant:apply`
+ * applies it, then its subjects created in bulk, checked as the API checks them. A start stopped half-way
+ * leaves no demo tenant without its subjects, and the next start creates it whole.
+ */
+async function createDemo(db: Db, secretsKey: string | undefined): Promise<void> {
   const file = JSON.parse(await readFile(DEMO_FILE, 'utf8')) as {
     tenants: { key: string; clients: { clientId: string; clientSecret: string; scopes: string[] }[] }[];
   };
   const t = file.tenants[0]!;
   const client = t.clients.find((c) => c.scopes.includes('ServiceApi'))!;
-  // The demo's API client, as the file just applied stored it (every scope and permission).
-  const principal = await clientPrincipal(db, t.key, client.clientId);
-  if (!principal) throw new Error(`The demo tenant has no client '${client.clientId}'.`);
   const subjects = JSON.parse(await readFile(DEMO_SUBJECTS, 'utf8')) as {
     CustomFieldValues: { Key: string; Value: unknown }[];
     StructuralEntityKeys: string[];
   }[];
-  // Caches of their own: the seed runs before the app is built.
-  const ctx = { db, principal, subjects: subjectCaches() };
-  for (const s of subjects) {
-    await upsertSubject(ctx, {
-      customFieldValues: s.CustomFieldValues.map((v) => ({ key: v.Key, value: v.Value })),
-      structuralEntityKeys: s.StructuralEntityKeys,
-    });
-  }
+  await inTransaction(db, async (trx) => {
+    await applyTenantFile(trx, new SecretBox(trx, secretsKey), file);
+    // The demo's API client, as the file just applied stored it (every scope and permission).
+    const principal = await clientPrincipal(trx, t.key, client.clientId);
+    if (!principal) throw new Error(`The demo tenant has no client '${client.clientId}'.`);
+    // Caches of their own: the demo is created before the app is built.
+    const ctx = { db: trx, principal, subjects: subjectCaches() };
+    await createSubjects(
+      ctx,
+      subjects.map((s) => ({
+        customFieldValues: s.CustomFieldValues.map((v) => ({ key: v.Key, value: v.Value })),
+        structuralEntityKeys: s.StructuralEntityKeys,
+      })),
+    );
+  });
 }
 
 /**
@@ -181,9 +191,8 @@ async function main(): Promise<void> {
     const { tenantKeys } = await applyTenantFilePath(handle, config, config.TENANT_CONFIG);
     logger.info({ tenants: tenantKeys }, 'tenant configuration applied');
   } else if (handle.kind === 'pglite' && !(await hasTenants(db))) {
-    // D1: only an empty embedded database gets the demo tenant (and a few subjects to list).
-    await applyTenantFilePath(handle, config, DEMO_FILE);
-    await seedDemo(db);
+    // D1: only an empty embedded database gets the demo tenant and its subjects.
+    await createDemo(db, config.SECRETS_KEY);
     created = true;
   }
   // Printed on every start while the demo exists, so credentials are never lost to a failed first start.

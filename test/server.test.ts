@@ -84,6 +84,53 @@ describe('npm start on an empty embedded database (D1)', () => {
     expect((err as { stdout: string }).stdout).toBe('');
   });
 
+  it('creates every demo subject of config/demo.subjects.json with its values and locations, in bulk (P133)', async () => {
+    const form = { grant_type: 'client_credentials', tenant_key: 'demo', client_id: 'demo-client', client_secret: 'demo-client-secret' };
+    const { access_token } = (await (
+      await fetch(`http://127.0.0.1:${port}/connect/token`, { method: 'POST', body: new URLSearchParams(form) })
+    ).json()) as {
+      access_token: string;
+    };
+    const ask = async (query: string) =>
+      (await (
+        await fetch(`http://127.0.0.1:${port}/graphql`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ query }),
+        })
+      ).json()) as any;
+    const file = JSON.parse(await readFile('config/demo.subjects.json', 'utf8')) as {
+      CustomFieldValues: { Key: string; Value: unknown }[];
+      StructuralEntityKeys: string[];
+    }[];
+    const external = (s: (typeof file)[number]) =>
+      (s.CustomFieldValues.find((v) => v.Key === 'employeeNumber')!.Value as { String: { Value: string } }).String.Value;
+    const body = await ask(`{ subjects(first: 1000) { edges { node { externalId customFieldValues { field { key } } } } } }`);
+    expect(body.errors).toBeUndefined();
+    const byId = new Map<string, any>(body.data.subjects.edges.map((e: any) => [e.node.externalId, e.node]));
+    expect(byId.size).toBe(file.length);
+    for (const s of file) {
+      const node = byId.get(external(s));
+      expect(node, external(s)).toBeDefined();
+      expect(node.customFieldValues.map((v: any) => v.field.key).sort()).toEqual(s.CustomFieldValues.map((v) => v.Key).sort());
+    }
+    // Each entity lists the subjects the file locates there (locations, and the index rows lists order by).
+    for (const key of new Set(file.flatMap((s) => s.StructuralEntityKeys))) {
+      const at = await ask(`{ subjects(structuralEntityKeys: ["${key}"], first: 1000) { edges { node { externalId } } } }`);
+      expect(
+        at.data.subjects.edges.map((e: any) => e.node.externalId),
+        key,
+      ).toEqual(
+        file
+          .filter((s) => s.StructuralEntityKeys.includes(key))
+          .map(external)
+          .sort(),
+      );
+    }
+    const found = await ask(`{ subjects(searchTerm: "E-1002", first: 1) { edges { node { externalId } } } }`);
+    expect(found.data.subjects.edges[0].node.externalId).toBe('E-1002');
+  });
+
   it('serves data points of the demo subjects from the reference provider it started (D1, D10)', async () => {
     const lines = stdout.split('\n').map((l) => l.trim());
     const token = lines.find((l) => l.startsWith('TOKEN=$('))!.split(' && curl')[0]!;

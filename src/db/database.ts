@@ -17,6 +17,7 @@ import {
 import pg from 'pg';
 import { expectedErrorOf, statementRerun } from './faults.js';
 import { type Listen, listenPostgres } from './notifications.js';
+import { pgliteTemplateFor } from './pglite-template.js';
 import { statementName } from './prepared.js';
 import type { Database, Db } from './tables.js';
 
@@ -183,7 +184,8 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
   try {
     // Imported only here: an instance on PostgreSQL does not carry the embedded database's code (P66).
     const [{ PGlite }, { pg_trgm }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite/contrib/pg_trgm')]);
-    const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm } });
+    const loadDataDir = await pgliteTemplateFor(opts.dataDir);
+    const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm }, ...(loadDataDir ? { loadDataDir } : {}) });
     const handle = await wrapPglite(pglite, opts);
     return { ...handle, close: () => handle.close().finally(release) };
   } catch (e) {

@@ -21,6 +21,7 @@ export {
   type SubjectIndexSnapshot,
   type SubjectListInput,
   applySubjectFields,
+  createSubjects,
   listSubjects,
   subjectCaches,
   subjectConfig,

@@ -317,6 +317,33 @@ export async function saveSubject(
   )[0];
 }
 
+/**
+ * Inserts new subjects with their index rows and locations: a few multi-row statements, not one per subject.
+ * Matching values another subject holds fail on subject_matching_uq.
+ */
+export async function insertSubjects(
+  db: Db,
+  tenantId: string,
+  subjects: readonly { id: string; write: SubjectWrite; values: readonly NewSubjectValue[]; entityIds: readonly string[] }[],
+): Promise<void> {
+  const chunks = <T>(rows: readonly T[], n: number) =>
+    Array.from({ length: Math.ceil(rows.length / n) }, (_, i) => rows.slice(i * n, i * n + n));
+  for (const part of chunks(subjects, 1000))
+    await db
+      .insertInto('subject')
+      .values(part.map((s) => ({ tenant_id: tenantId, id: s.id, ...s.write })))
+      .execute();
+  for (const part of chunks(
+    subjects.flatMap((s) => s.values),
+    5000,
+  ))
+    await db.insertInto('subject_value').values(part).execute();
+  const located = subjects.flatMap((s) =>
+    [...new Set(s.entityIds)].map((e) => ({ tenant_id: tenantId, subject_id: s.id, structural_entity_id: e })),
+  );
+  for (const part of chunks(located, 5000)) await db.insertInto('subject_location').values(part).execute();
+}
+
 /** A page of the tenant's subjects in id order after `afterId` (for batch jobs). */
 export async function subjectsAfter(
   db: Db,

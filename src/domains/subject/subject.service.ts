@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createContextCache } from '@pothos/core';
-import { type StoredValue, parseSentValues, reportUnknownUsers } from '../custom-field/index.js';
+import { type StoredValue, type UserReference, parseSentValues, reportUnknownUsers } from '../custom-field/index.js';
 import type { DataTypeName, Db, SubjectRow } from '../../db/tables.js';
 import type { PageArgs } from '../../db/paging.js';
 import { isFault, isUniqueViolation } from '../../db/faults.js';
@@ -26,6 +26,7 @@ import {
   removeLocations,
   findSubjectSeen,
   findUpsertTarget,
+  insertSubjects,
   saveSubject,
   subjectFieldHasValues,
   subjectValueRows,
@@ -328,6 +329,48 @@ export async function upsertSubject(ctx: WriteContext, input: UpsertSubjectInput
       entityIds,
     });
     return subject && { subject, created: !existing };
+  });
+}
+
+/**
+ * Creates subjects in bulk, each checked as `upsertSubject` checks a new one (problems named under
+ * `subjects[i]`), then written by a few multi-row statements in one transaction (the demo organisation at
+ * start-up). Matching values another subject holds, or two of `inputs` share, are a 409.
+ */
+export async function createSubjects(ctx: WriteContext, inputs: readonly UpsertSubjectInput[]): Promise<void> {
+  const { db, principal } = ctx;
+  const tenantId = principal.tenantId;
+  requirePermission(principal, 'Create:Subject');
+  if (inputs.some((s) => s.structuralEntityKeys?.length)) requirePermission(principal, 'Create:SubjectLocation');
+  const config = await ctx.subjects.config(db, tenantId, principal.configVersion);
+  if (config.matchingKeys.length === 0) throw new ConflictError('The tenant has no subject matching fields configured.');
+  await write(db, async (trx) => {
+    const errors = new ErrorCollector();
+    const keys = [...new Set(inputs.flatMap((s) => s.structuralEntityKeys ?? []))];
+    const entities = keys.length > 0 ? await shareLockEntitiesByKeys(trx, tenantId, keys) : [];
+    const assignable = keys.length > 0 ? await assignableTypes(ctx, trx) : new Set<string>();
+    const users: UserReference[] = [];
+    const subjects = inputs.map((input, i) => {
+      const base = `subjects[${i}]`;
+      const parsed = parseSentValues(input.customFieldValues, config.byKey, `${base}.customFieldValues`, errors);
+      users.push(...parsed.userRefs);
+      reportBlankIdentifiers(config, input.customFieldValues, parsed.values, `${base}.customFieldValues`, errors);
+      for (const f of config.fields) {
+        const v = parsed.values.get(f.key);
+        if ((f.required || config.matchingKeys.includes(f.key)) && (v === undefined || v === null))
+          errors.add(`${base}.customFieldValues`, `The required field '${f.key}' is missing.`);
+      }
+      const ks = input.structuralEntityKeys ?? [];
+      const rows = entities.filter((e) => ks.includes(e.key));
+      const entityIds = checkLocationKeys(ks, rows, assignable, `${base}.structuralEntityKeys`, errors);
+      const values = merge({}, parsed.values);
+      const id = randomUUID();
+      return { id, write: { ...identity(config, values), values }, values: subjectValueRows(tenantId, config, { id, values }), entityIds };
+    });
+    await reportUnknownUsers(trx, tenantId, users, errors);
+    errors.throwIfAny();
+    await insertSubjects(trx, tenantId, subjects);
+    await bumpDataVersion(trx, tenantId);
   });
 }
 
