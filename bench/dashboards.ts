@@ -47,7 +47,8 @@ import { DEFAULT_AGGREGATE_SUBJECTS } from '../src/domains/data/index.js';
 import { classify } from './capture.js';
 import { DATASETS, type Dataset } from './dashboard-questions.js';
 import { type ScaleResult, beforeAfterMarkdown, runScale, scaleMarkdown, scaleTargets } from './dashboard-scale.js';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { Session } from 'node:inspector/promises';
 import { makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
 import { type Machine, type Target, machineFacts, provenance, writeReport } from './report.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
@@ -211,6 +212,9 @@ export interface DashboardsResult {
     sample: unknown;
   };
   subscriptionsError?: string;
+  /** Issue 32's live fan-out (`dataPointAggregatesChanged`): BENCH_DASHBOARDS_LIVE subscribers, then BENCH_DASHBOARDS_LIVE_RSS. */
+  live?: LiveResult;
+  liveError?: string;
   /** Issue 32's datasets: warm new questions beside DuckDB, the same question again, the cold fill (dashboard-scale.ts). */
   scale?: ScaleResult;
   scaleError?: string;
@@ -365,6 +369,10 @@ export async function runDashboards(opts: {
   const iterations = Math.max(1, Math.floor(envNumber('BENCH_DASHBOARDS_ITERATIONS', 30)));
   const coldRuns = Math.max(1, Math.floor(envNumber('BENCH_DASHBOARDS_COLD', 2)));
   const wanted = Math.floor(envNumber('BENCH_DASHBOARDS_SUBSCRIPTIONS', 1000));
+  // The live fan-out's rounds: its subscribers, then the open subscriptions whose RSS is measured (0: none).
+  const liveCounts = [envNumber('BENCH_DASHBOARDS_LIVE', 1000), envNumber('BENCH_DASHBOARDS_LIVE_RSS', LIVE_RSS_SUBSCRIPTIONS)]
+    .map(Math.floor)
+    .filter((n) => n > 0);
   const latencyMs = envNumber('BENCH_PROVIDER_LATENCY_MS', 20);
   const pin = process.platform === 'linux' && os.cpus().length >= 2;
   const undo: (() => Promise<void>)[] = [];
@@ -447,7 +455,7 @@ export async function runDashboards(opts: {
       DATA_DIR: '/nonexistent',
       NODE_ENV: 'production',
       // One client holds every subscription (default bound 100 per client and instance).
-      SUBSCRIPTIONS_PER_CLIENT: String(Math.max(2000, 2 * wanted)),
+      SUBSCRIPTIONS_PER_CLIENT: String(Math.max(2000, 2 * wanted, ...liveCounts.map((n) => n + 100))),
       // The outbox sender polls on a timer: nothing of it in the measurements.
       MAIL_POLL_MS: '3600000',
       // A year of DAY buckets per child entity is far above today's query cost bound and admission
@@ -683,6 +691,30 @@ export async function runDashboards(opts: {
       }
     }
 
+    // 4. Live aggregates. Their failure leaves the other numbers standing.
+    let live: LiveResult | undefined;
+    let liveError: string | undefined;
+    if (liveCounts.length > 0) {
+      try {
+        live = await measureLiveAggregates({
+          url,
+          auth,
+          input: { ...AGGREGATE_INPUT, extractKey: EXTRACT_KEY },
+          changeAtProvider: async (subject) => {
+            const res = await fetch(`${providerUrl}/admin/subjects/${employeeNumber(subject)}/revision`, { method: 'POST' });
+            if (!res.ok) throw new Error(`the provider's revision bump answered ${res.status}`);
+            await res.body?.cancel();
+          },
+          counts: liveCounts,
+          pin,
+          log,
+        });
+      } catch (e) {
+        liveError = describe(e);
+        log(`  live aggregates failed: ${liveError}`);
+      }
+    }
+
     const result: Omit<DashboardsResult, 'rows' | 'targets'> = {
       subjects,
       pointsPerSubject: POINTS_PER_SUBJECT,
@@ -700,6 +732,8 @@ export async function runDashboards(opts: {
       cold: { expectedCalls, runs, prime, asExpected },
       ...(subscriptions ? { subscriptions } : {}),
       ...(subscriptionsError ? { subscriptionsError } : {}),
+      ...(live ? { live } : {}),
+      ...(liveError ? { liveError } : {}),
       ...(scale ? { scale } : {}),
       ...(scaleError ? { scaleError } : {}),
     };
@@ -824,6 +858,190 @@ async function measureSubscriptions(opts: {
   }
 }
 
+/** Issue 32's live fan-out: a dashboard's question as `dataPointAggregatesChanged`, its answers pushed. */
+const LIVE_SUBSCRIPTION = `subscription($input: DataPointAggregatesInput!) {
+  dataPointAggregatesChanged(input: $input) {
+    aggregates { count subjectCount sum average min max stddevSample percentiles(p: [0.5, 0.9]) }
+    buckets { start startsAt aggregates { count subjectCount sum average min max percentiles(p: [0.5, 0.9]) } }
+    coverage { subjectCount contributingSubjectCount staleSubjectCount unavailableSubjectCount }
+  }
+}`;
+/** After a change, what a burst may still compute: P110's longest wait (1 s) and a computation. */
+const LIVE_SETTLE_MS = 2_000;
+/** Issue 32's live targets: every subscriber has the new answer this soon after the change post returned… */
+export const LIVE_DELIVERY_TARGET_MS = 500;
+/** …and this many open aggregate subscriptions stay under LIVE_RSS_TARGET_BYTES of the server's RSS. */
+export const LIVE_RSS_SUBSCRIPTIONS = 10_000;
+export const LIVE_RSS_TARGET_BYTES = 2 ** 30;
+
+/** `fn`, with this process's CPU profile written to `file` when one is named. */
+async function profiled<T>(file: string | undefined, log: (line: string) => void, fn: () => Promise<T>): Promise<T> {
+  if (!file) return fn();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await fn();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    await writeFile(file, JSON.stringify(profile));
+    session.disconnect();
+    log(`  CPU profile: ${file}`);
+  }
+}
+
+/** One round of the live fan-out: `count` subscribers of one question, one change. */
+export interface LiveRound {
+  wanted: number;
+  established: number;
+  openSeconds: number;
+  /** Subscribers that had the first answer (the current one) before the change. */
+  answered: number;
+  /** Whole-process memory of the server (this process) after a forced GC: before opening, all open. */
+  memory: { before: Memory; open: Memory };
+  perSubscription: { heapBytes: number; rssBytes: number; externalBytes: number };
+  /** aggregate_recomputations_total (/metrics): while opening (reason subscribe) and after the change (reason change). */
+  recomputations: { subscribe: number; change: number };
+  /** The first round's change (the next rounds only open). */
+  change?: { status: number; answerMs: number };
+  /** Subscribers that had the next answer. */
+  received?: number;
+  /** Subscribers that had another answer after it (within the burst's settling time). */
+  secondPushes?: number;
+  /** Milliseconds from the change post's return to each subscriber's next answer. */
+  delivery?: { firstMs: number; p50Ms: number; p95Ms: number; lastMs: number };
+  errors: string[];
+}
+
+export interface LiveResult {
+  question: Record<string, unknown>;
+  rounds: LiveRound[];
+}
+
+/** The instance's live aggregate computations so far, by reason (its /metrics). */
+async function recomputations(url: string): Promise<{ subscribe: number; change: number }> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const of = (reason: string) =>
+    Number(text.match(new RegExp(`^aggregate_recomputations_total\\{reason="${reason}"\\} (\\S+)$`, 'm'))?.[1] ?? 0);
+  return { subscribe: of('subscribe'), change: of('change') };
+}
+
+/** A provider's change report for one subject (its client's bearer in `inbound`), timed to its answer. */
+async function postChange(url: string, inbound: { authorization: string }, subject: number) {
+  const t0 = performance.now();
+  const res = await fetch(`${url}${CHANGE_PATH}`, {
+    method: 'POST',
+    headers: { ...inbound, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      SubjectIdentifier: employeeNumber(subject),
+      DataExtractsOptionsValuesFilter: { metric: EXTRACT_OPTIONS.metric },
+    }),
+  });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`the change report answered ${res.status}: ${text.slice(0, 500)}`);
+  return { status: res.status, answerMs: Math.round((performance.now() - t0) * 10) / 10 };
+}
+
+/**
+ * `counts` rounds: each opens that many `dataPointAggregatesChanged` subscriptions of the dashboard's
+ * question (one group), waits for every first answer, measures the server's memory, posts one change
+ * report for one subject under the question (whose points the provider changed first) and times each
+ * subscriber's next answer from the post's return: the answer computed after the change differs (the
+ * subject's new points once re-fetched, or the subject counted stale until then), so it is pushed. A
+ * second push (the re-fetched points after a stale answer) is counted apart.
+ */
+async function measureLiveAggregates(opts: {
+  url: string;
+  auth: { authorization: string };
+  input: Record<string, unknown>;
+  /** Changes the subject's points at the provider (its next answer for them differs). */
+  changeAtProvider: (subject: number) => Promise<void>;
+  counts: number[];
+  pin: boolean;
+  log: (line: string) => void;
+}): Promise<LiveResult> {
+  const { url, auth, input, pin, log } = opts;
+  const gc = forcedGc();
+  const inbound = await bearer(url, TENANT_KEY, INBOUND_CLIENT, 'ServiceDataProviderApi');
+  const rounds: LiveRound[] = [];
+  // BENCH_LIVE_PROFILE=<prefix>: the server's CPU profiles of each round's opening and of the change's fan-out.
+  const profilePrefix = process.env['BENCH_LIVE_PROFILE'] || undefined;
+  for (const [i, wanted] of opts.counts.entries()) {
+    // The previous change's re-fetch done (its subject fresh again), the last round's streams seen closed.
+    await sleep(2000);
+    const before = memory(gc);
+    const r0 = await recomputations(url);
+    const subscribers = new Subscribers(pin);
+    try {
+      const body = JSON.stringify({ query: LIVE_SUBSCRIPTION, variables: { input } });
+      const o = await profiled(profilePrefix && `${profilePrefix}-open-${wanted}.cpuprofile`, log, () =>
+        subscribers.ask({ type: 'open', url, headers: auth, body, count: wanted, concurrency: 50 }, 'opened', 1_200_000),
+      );
+      if (o.established === 0) throw new Error(`no live aggregate subscription opened: ${o.failures.join('; ')}`);
+      const first = await subscribers.ask({ type: 'collect', expect: 1, timeoutMs: 60_000 }, 'collected', 120_000);
+      await sleep(500);
+      const open = memory(gc);
+      const per = (k: keyof Memory) => Math.round((open[k] - before[k]) / o.established);
+      const perSubscription = { heapBytes: per('heapUsedBytes'), rssBytes: per('rssBytes'), externalBytes: per('externalBytes') };
+      const r1 = await recomputations(url);
+      log(
+        `  live aggregates: ${o.established}/${wanted} open in ${(o.ms / 1000).toFixed(1)} s, ${first.arrivals.length} with the first answer ` +
+          `(${r1.subscribe - r0.subscribe} computed); RSS ${(open.rssBytes / 2 ** 20).toFixed(0)} MB, per subscription ` +
+          `heap ${kb(perSubscription.heapBytes)}, RSS ${kb(perSubscription.rssBytes)}`,
+      );
+      const opened = {
+        wanted,
+        established: o.established,
+        openSeconds: Math.round(o.ms / 100) / 10,
+        answered: first.arrivals.length,
+        memory: { before, open },
+        perSubscription,
+        errors: first.errors,
+      };
+      // The first round's subscribers hear a change; the next rounds' (the RSS measurement) only open.
+      if (i > 0) {
+        rounds.push({ ...opened, recomputations: { subscribe: r1.subscribe - r0.subscribe, change: 0 } });
+        continue;
+      }
+      await opts.changeAtProvider(i);
+      const { change, returned, got } = await profiled(profilePrefix && `${profilePrefix}-change-${wanted}.cpuprofile`, log, async () => {
+        const change = await postChange(url, inbound, i);
+        const returned = performance.timeOrigin + performance.now();
+        const got = await subscribers.ask({ type: 'collect', expect: 2, timeoutMs: 30_000 }, 'collected', 60_000);
+        return { change, returned, got };
+      });
+      // Computations a burst may still start (P110's longest wait) counted too.
+      await sleep(LIVE_SETTLE_MS);
+      const r2 = await recomputations(url);
+      const second = await subscribers.ask({ type: 'collect', expect: 3, timeoutMs: 0 }, 'collected', 60_000);
+      const delays = got.arrivals.map((at) => at - returned).sort((a, b) => a - b);
+      const q = (p: number) => Math.round(delays[Math.min(delays.length - 1, Math.floor(p * delays.length))]! * 10) / 10;
+      const delivery = delays.length > 0 ? { firstMs: q(0), p50Ms: q(0.5), p95Ms: q(0.95), lastMs: q(1) } : undefined;
+      const errors = [...new Set([...first.errors, ...got.errors])];
+      log(
+        `  live aggregates: one change (post answered in ${f(change.answerMs)} ms): ${got.arrivals.length}/${o.established} had the new answer` +
+          (delivery
+            ? `, first ${f(delivery.firstMs)} ms, p50 ${f(delivery.p50Ms)} ms, p95 ${f(delivery.p95Ms)} ms, last ${f(delivery.lastMs)} ms after it returned`
+            : '') +
+          `; ${r2.change - r1.change} recomputations, ${second.arrivals.length} had a second new answer${errors.length ? `; errors: ${errors.join('; ')}` : ''}`,
+      );
+      rounds.push({
+        ...opened,
+        recomputations: { subscribe: r1.subscribe - r0.subscribe, change: r2.change - r1.change },
+        secondPushes: second.arrivals.length,
+        change,
+        received: got.arrivals.length,
+        ...(delivery ? { delivery } : {}),
+        errors,
+      });
+    } finally {
+      await subscribers.close();
+    }
+  }
+  return { question: input, rounds };
+}
+
 /** The table's rows and the targets, from the numbers. */
 function tableOf(
   r: Omit<DashboardsResult, 'rows' | 'targets'>,
@@ -939,6 +1157,9 @@ function tableOf(
       holds: r.cold.asExpected,
     },
   ];
+  const lived = liveTable(r.live, r.liveError);
+  rows.push(...lived.rows);
+  targets.push(...lived.targets);
   if (r.scale) targets.push(...scaleTargets(r.scale));
   else if (r.scaleError) targets.push({ target: "issue 32's dataset", measured: `failed: ${r.scaleError}`, holds: false });
   if (s || r.subscriptionsError)
@@ -947,6 +1168,75 @@ function tableOf(
       measured: s ? `${s.received}/${s.wanted}${s.delivery ? `, last after ${f(s.delivery.lastMs)} ms` : ''}` : 'failed',
       holds: s ? s.received === s.wanted : false,
     });
+  return { rows, targets };
+}
+
+/** The live fan-out's rows and targets (issue 32): delivery, recomputations, memory. */
+function liveTable(live: LiveResult | undefined, error: string | undefined): Pick<DashboardsResult, 'rows' | 'targets'> {
+  if (!live) {
+    if (!error) return { rows: [], targets: [] };
+    const failed = { target: 'live aggregates', measured: `failed: ${error}`, holds: false };
+    return { rows: [{ scenario: 'live aggregates', target: failed.target, holds: false, note: failed.measured }], targets: [failed] };
+  }
+  const rows: DashboardRow[] = [];
+  const targets: Target[] = [];
+  const mb = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MB`;
+  for (const x of live.rounds) {
+    const what = `${x.wanted} \`dataPointAggregatesChanged\` subscribers of one question`;
+    if (x.change) {
+      const all = x.received === x.wanted && x.established === x.wanted;
+      const inTime = all && x.delivery !== undefined && x.delivery.lastMs <= LIVE_DELIVERY_TARGET_MS;
+      const once = x.recomputations.change === 1;
+      rows.push({
+        scenario: `live aggregates: ${what}, one change post until each has the new answer`,
+        ...(x.delivery ? { p50Ms: x.delivery.p50Ms, p95Ms: x.delivery.p95Ms } : {}),
+        target: `every one ≤ ${LIVE_DELIVERY_TARGET_MS} ms after the post returned: ${inTime ? 'yes' : 'no'}`,
+        holds: inTime,
+        note:
+          (x.delivery ? `first ${f(x.delivery.firstMs)} ms, last ${f(x.delivery.lastMs)} ms; ` : '') +
+          `${x.received}/${x.established} had it (${x.established}/${x.wanted} open, ${x.answered} with the first answer); ` +
+          `the post answered in ${f(x.change.answerMs)} ms` +
+          (x.errors.length ? `; errors: ${x.errors.join('; ')}` : ''),
+      });
+      rows.push({
+        scenario: `live aggregates: recomputations for ${what}`,
+        target: `1 per change burst: ${once ? 'yes' : 'no'}`,
+        holds: once,
+        note:
+          `${x.recomputations.change} after the change (aggregate_recomputations_total{reason="change"}; the post's event and the ` +
+          `re-fetch's), ${x.recomputations.subscribe} for the ${x.established} first answers; ${x.secondPushes} subscribers had a second new answer`,
+      });
+      targets.push({
+        target: `live: ${x.wanted} subscribers of one question have the new answer ≤ ${LIVE_DELIVERY_TARGET_MS} ms after the change post returns`,
+        measured: x.delivery
+          ? `${x.received}/${x.wanted}; first ${f(x.delivery.firstMs)}, p50 ${f(x.delivery.p50Ms)}, p95 ${f(x.delivery.p95Ms)}, last ${f(x.delivery.lastMs)} ms`
+          : `${x.received}/${x.wanted}`,
+        holds: inTime,
+      });
+      targets.push({
+        target: `live: ${x.wanted} subscribers of one question → 1 recomputation per change burst`,
+        measured: `${x.recomputations.change}`,
+        holds: once,
+      });
+    }
+    const under = x.memory.open.rssBytes < LIVE_RSS_TARGET_BYTES;
+    const rssRound = x.wanted >= LIVE_RSS_SUBSCRIPTIONS;
+    rows.push({
+      scenario: `live aggregates: memory with ${x.established} open`,
+      target: rssRound ? `RSS < ${mb(LIVE_RSS_TARGET_BYTES)}: ${under ? 'yes' : 'no'}` : '–',
+      ...(rssRound ? { holds: under } : {}),
+      note:
+        `the server's process after a forced GC: RSS ${mb(x.memory.before.rssBytes)} → ${mb(x.memory.open.rssBytes)}, heap ` +
+        `${mb(x.memory.before.heapUsedBytes)} → ${mb(x.memory.open.heapUsedBytes)}; per open subscription heap ${kb(x.perSubscription.heapBytes)}, ` +
+        `RSS ${kb(x.perSubscription.rssBytes)}, external ${kb(x.perSubscription.externalBytes)}; opened in ${x.openSeconds} s`,
+    });
+    if (rssRound)
+      targets.push({
+        target: `live: ${LIVE_RSS_SUBSCRIPTIONS} open aggregate subscriptions under ${mb(LIVE_RSS_TARGET_BYTES)} RSS`,
+        measured: `${x.established} open: RSS ${mb(x.memory.open.rssBytes)} (${kb(x.perSubscription.rssBytes)} per subscription; heap ${kb(x.perSubscription.heapBytes)})`,
+        holds: under && x.established >= LIVE_RSS_SUBSCRIPTIONS,
+      });
+  }
   return { rows, targets };
 }
 

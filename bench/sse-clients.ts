@@ -32,6 +32,11 @@ export const epochNow = () => performance.timeOrigin + performance.now();
 
 interface Stream {
   req: http.ClientRequest;
+  /**
+   * `event: next` data as it arrived, with when, parsed only when collected: the arrival times of a burst
+   * reaching many streams at once are not stretched by this process parsing each one in turn.
+   */
+  unread: { at: number; data: string }[];
   /** Events received (`event: next` with data). */
   events: number;
   /** Arrival of each event, epoch ms. */
@@ -42,6 +47,19 @@ interface Stream {
 }
 
 const send = (m: FromClients) => process.send?.(m);
+
+/** The stream's events parsed: an answer counts as an event, a result with errors as its errors. */
+function parse(s: Stream): void {
+  for (const { at, data } of s.unread.splice(0)) {
+    const result = JSON.parse(data) as { data?: unknown; errors?: { message: string }[] };
+    if (result.errors?.length) s.errors.push(...result.errors.map((e) => e.message));
+    else {
+      s.events++;
+      s.arrivals.push(at);
+      s.first ??= result.data;
+    }
+  }
+}
 
 function openStream(
   agent: http.Agent,
@@ -79,7 +97,7 @@ function openStream(
           );
           return;
         }
-        const s: Stream = { req, events: 0, arrivals: [], errors: [], ended: false };
+        const s: Stream = { req, unread: [], events: 0, arrivals: [], errors: [], ended: false };
         let buffer = '';
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => {
@@ -103,15 +121,7 @@ function openStream(
               .map((l) => l.slice(5).trimStart())
               .join('\n');
             if (event === 'complete') s.ended = true;
-            else if (event === 'next' && data) {
-              const result = JSON.parse(data) as { data?: unknown; errors?: { message: string }[] };
-              if (result.errors?.length) s.errors.push(...result.errors.map((e) => e.message));
-              else {
-                s.events++;
-                s.arrivals.push(at);
-                s.first ??= result.data;
-              }
-            }
+            else if (event === 'next' && data) s.unread.push({ at, data });
           }
         });
         res.on('end', () => (s.ended = true));
@@ -145,8 +155,10 @@ async function main() {
         send({ type: 'opened', established: streams.length, failures: failures.slice(0, 20), ms: performance.now() - t0 });
       } else if (m.type === 'collect') {
         const until = performance.now() + m.timeoutMs;
-        const done = () => streams.every((s) => s.events >= m.expect || s.ended || s.errors.length > 0);
+        // Events unread count here (an error among them ends the wait as the stream's end would, once parsed).
+        const done = () => streams.every((s) => s.events + s.unread.length >= m.expect || s.ended || s.errors.length > 0);
         while (!done() && performance.now() < until) await new Promise((r) => setTimeout(r, 5));
+        for (const s of streams) parse(s);
         send({
           type: 'collected',
           arrivals: streams.filter((s) => s.arrivals.length >= m.expect).map((s) => s.arrivals[m.expect - 1]!),

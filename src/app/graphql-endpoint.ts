@@ -19,6 +19,7 @@ import {
   logArgs,
   operationInContext,
   operationNameIsString,
+  sharedSubscriptionResults,
   slicedResults,
   staleDataExtension,
 } from '../http/graphql-plugins.js';
@@ -73,6 +74,7 @@ export function graphqlEndpoint(
       ...(metrics ? [metrics.graphql()] : []),
       staleDataExtension,
       operationInContext,
+      sharedSubscriptionResults(),
       compiledRepeatedDocuments(),
       admissionControl(admission),
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),

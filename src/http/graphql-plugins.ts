@@ -1,11 +1,24 @@
 import type { Response } from 'express';
-import { BREAK, type DocumentNode, GraphQLError, type Source, getOperationAST, visit } from 'graphql';
+import {
+  BREAK,
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  GraphQLError,
+  type Source,
+  Kind,
+  createSourceEventStream,
+  execute,
+  getOperationAST,
+  visit,
+} from 'graphql';
 import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
 import { AppError } from '../core/errors.js';
 import { graphqlRendering, isRefusal, withExtensions } from './errors.js';
 import { type Context, operationKind } from '../graphql/context.js';
+import { type SharedEvent, isSharedEvent } from '../graphql/shared-events.js';
 import type { Admission } from './admission.js';
 import { slicedJson } from './sliced-json.js';
 
@@ -231,6 +244,87 @@ export function admissionControl(admission: Admission): Plugin {
     },
   };
 }
+
+/**
+ * A subscription's events executed once for all their subscribers (P129). For a subscription field
+ * whose schema extensions say `sharedEvents` (its events may be `SharedEvent`s: their publisher hands the
+ * one object only to subscribers who may see the same), a shared event is executed once per document,
+ * operation name and variables, and every such subscriber gets the same result, whose JSON text is made
+ * once too (Yoga serialises each stream item with the result's `stringify`). Its other events are
+ * executed per subscriber; other fields, and documents with @defer or @stream, keep Yoga's executor. The
+ * results live as long as their event (a WeakMap): a publisher keeps only its latest.
+ */
+export function sharedSubscriptionResults(): Plugin {
+  const results = new WeakMap<SharedEvent, Map<string, Promise<ExecutionResult>>>();
+  return {
+    onSubscribe({ args, setSubscribeFn }) {
+      if (!sharesEvents(args.schema, args.document, args.operationName) || usesIncrementalDelivery(args.document)) return;
+      setSubscribeFn(async (a: ExecutionArgs) => {
+        const source = await createSourceEventStream(a);
+        if (!isAsyncIterable(source)) return source;
+        // What a shared result is keyed by beside its event: the request's document and variables.
+        const key = `${documentIds.id(a.document)}\u0001${a.operationName ?? ''}\u0001${JSON.stringify(a.variableValues ?? {})}`;
+        const run = (event: unknown) => execute({ ...a, rootValue: event }) as Promise<ExecutionResult> | ExecutionResult;
+        return mapEvents(source, (event) => {
+          if (!isSharedEvent(event)) return run(event);
+          let byRequest = results.get(event);
+          if (!byRequest) results.set(event, (byRequest = new Map()));
+          let shared = byRequest.get(key);
+          if (!shared) byRequest.set(key, (shared = Promise.resolve(run(event)).then(onceSerialised)));
+          return shared;
+        });
+      });
+    },
+  };
+}
+
+/** Whether the operation's subscription field declares `extensions: { sharedEvents: true }`. */
+function sharesEvents(schema: ExecutionArgs['schema'], document: DocumentNode, operationName: string | null | undefined): boolean {
+  const operation = getOperationAST(document, operationName);
+  const field = operation?.selectionSet.selections.find((s) => s.kind === Kind.FIELD);
+  if (operation?.operation !== 'subscription' || field?.kind !== Kind.FIELD) return false;
+  return schema.getSubscriptionType()?.getFields()[field.name.value]?.extensions['sharedEvents'] === true;
+}
+
+/** The result with a `stringify` that makes its JSON text once, for the very object (a copy is serialised anew). */
+function onceSerialised(result: ExecutionResult): ExecutionResult {
+  let text: string | undefined;
+  const once: ExecutionResult & { stringify: (r: unknown) => string } = {
+    ...result,
+    stringify: (r) => (r === once ? (text ??= JSON.stringify(r)) : JSON.stringify(r)),
+  };
+  return once;
+}
+
+/** Each event of `source` mapped by `fn`, in order; ending it ends the source. */
+function mapEvents<T, R>(source: AsyncIterable<T>, fn: (event: T) => R | Promise<R>): AsyncIterableIterator<R> {
+  const it = source[Symbol.asyncIterator]();
+  const done = { value: undefined, done: true } as IteratorReturnResult<undefined>;
+  return {
+    async next() {
+      const r = await it.next();
+      return r.done ? done : { value: await fn(r.value), done: false };
+    },
+    async return() {
+      await it.return?.();
+      return done;
+    },
+    async throw(e: unknown) {
+      await it.return?.();
+      throw e;
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}
+
+/** A number per parsed document (Yoga's parser cache hands out one DocumentNode per query text). */
+const documentIds = (() => {
+  const ids = new WeakMap<DocumentNode, number>();
+  let next = 0;
+  return { id: (d: DocumentNode) => ids.get(d) ?? (ids.set(d, ++next), next) };
+})();
 
 /**
  * graphql-jit for the documents a client repeats (a dashboard sends the same few): a document is compiled

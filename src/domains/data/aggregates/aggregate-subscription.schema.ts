@@ -30,6 +30,8 @@ builder.subscriptionField('dataPointAggregatesChanged', (t) =>
       'changes (SERVICE_UNAVAILABLE): then subscribe again.',
     complexity: (args) => aggregateComplexity(args.input as DataPointAggregatesInput | undefined),
     args: { input: t.arg({ type: DataPointAggregatesInputRef, required: true }) },
+    // Its events are shared by the subscribers of one question: executed once for them (P129).
+    extensions: { sharedEvents: true },
     subscribe: (_root, { input }, ctx, info) =>
       ctx.liveAggregates.open(ctx, input, requestedPercentiles(info), (ctx as { cost?: number }).cost ?? AGGREGATE_COST),
     resolve: (d: AggregateDelivery) => {

@@ -4,6 +4,7 @@ import { AppError, ServiceUnavailableError } from '../../../core/errors.js';
 import { type Principal, requirePermission } from '../../../core/permissions.js';
 import type { Db } from '../../../db/tables.js';
 import type { Context } from '../../../graphql/context.js';
+import { SHARED_EVENT, type SharedEvent } from '../../../graphql/shared-events.js';
 import { errorLogLevel } from '../../../http/errors.js';
 import { subjectsLocatedIn } from '../../subject/index.js';
 import type { StaleNotice } from '../cache/index.js';
@@ -431,9 +432,10 @@ export class AggregateSubscriber implements AsyncIterableIterator<AggregateDeliv
   }
 
   private delivery(o: Outcome): AggregateDelivery {
-    if ('error' in o) return { error: o.error };
-    for (const n of o.stale) this.staleData.set(`${n.extractKey}\u0001${n.subjectIdentifier}`, n);
-    return { answer: o.answer };
+    if ('answer' in o) for (const n of o.stale) this.staleData.set(`${n.extractKey}\u0001${n.subjectIdentifier}`, n);
+    // One event per outcome: the group's subscribers (one tenant, one permission set) share its execution (P129).
+    const shared = o as Outcome & { event?: AggregateDelivery & SharedEvent };
+    return (shared.event ??= { ...('error' in o ? { error: o.error } : { answer: o.answer }), [SHARED_EVENT]: true });
   }
 
   private finish(): IteratorResult<AggregateDelivery> {
