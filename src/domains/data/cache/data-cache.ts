@@ -4,7 +4,7 @@ import type { EventBus } from '../../../db/event-bus.js';
 import type { Db } from '../../../db/tables.js';
 import type { DataPoint, ExtractWithSource, SecretBox } from '../model/index.js';
 import { type Answering, type DataChange, ReportBatch } from './invalidation.js';
-import { CacheFetcher, type Want } from './fetcher.js';
+import { CacheFetcher, type Flight, type Want } from './fetcher.js';
 import { CacheStore, type Outcome, type SubjectKey } from './store.js';
 import { CacheSweep } from './sweep.js';
 import type { BreakerState, ProviderClient } from '../provider/index.js';
@@ -99,13 +99,14 @@ export class DataCache {
 
   /**
    * The data points of some subjects of one extract: from the LRU, then PostgreSQL, then the provider;
-   * `onOutcome` hears each fetched subject's outcome as its chunk's answer arrives.
+   * `onOutcome` hears each fetched subject's points as soon as the provider answered (`arrived`, not
+   * stored yet), then its outcome once its chunk's answer is stored.
    */
   async load(
     tenantId: string,
     extract: ExtractWithSource,
     subjects: readonly SubjectKey[],
-    onOutcome?: (subjectId: string, outcome: Outcome) => void,
+    onOutcome?: (subjectId: string, outcome: Outcome, arrived?: true) => void,
   ): Promise<Map<string, Outcome>> {
     const out = new Map<string, Outcome>();
     const pending: Want['subject'][] = [];
@@ -126,7 +127,7 @@ export class DataCache {
       pending.map((s) => s.id),
     );
     const wants: Want[] = [];
-    const shared: [string, Promise<Outcome>][] = [];
+    const shared: [string, Flight][] = [];
     for (const s of pending) {
       const row = rows.get(s.id);
       const usable = row?.points != null && row.fetched_at !== null && row.subject_identifier === s.identifier;
@@ -157,12 +158,13 @@ export class DataCache {
     }
     for (const [id, p] of this.fetcher.fetch(tenantId, extract, wants, gen)) shared.push([id, p]);
     await Promise.all(
-      shared.map(([id, p]) =>
-        p.then((o) => {
+      shared.map(([id, f]) => {
+        if (onOutcome) void f.arrived.then((o) => out.has(id) || onOutcome(id, o, true));
+        return f.outcome.then((o) => {
           out.set(id, o);
           onOutcome?.(id, o);
-        }),
-      ),
+        });
+      }),
     );
     return out;
   }
@@ -176,7 +178,8 @@ export class DataCache {
    * invalidation came first).
    *
    * `onProgress` (for partial answers) hears what is located so far: first what was fresh already, then
-   * again as each chunk's answer arrives (its stored subjects in the rows, the others in memory).
+   * again as each chunk's answer arrives from the provider (its subjects in memory) and once it is stored
+   * (then in the rows, unless an invalidation came first).
    */
   async locate(
     tenantId: string,
@@ -227,7 +230,7 @@ export class DataCache {
   private progress(
     located: ReadonlyMap<string, Located>,
     onProgress: (located: ReadonlyMap<string, Located>) => void,
-  ): (subjectId: string, outcome: Outcome) => void {
+  ): (subjectId: string, outcome: Outcome, arrived?: true) => void {
     const partial = new Map(located);
     let told = false;
     const tell = () => {
@@ -235,7 +238,8 @@ export class DataCache {
       onProgress(partial);
     };
     tell();
-    return (id, o) => {
+    return (id, o, arrived) => {
+      if (arrived && partial.has(id)) return;
       partial.set(id, o instanceof Error ? o : o.stored ? { at: 'rows', fetchedAt: o.fetchedAt! } : { at: 'memory', ...o });
       if (!told) setImmediate(tell);
       told = true;

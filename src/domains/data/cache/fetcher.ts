@@ -6,7 +6,7 @@ import { ProviderUnavailableError } from '../../../core/errors.js';
 import { errorLogLevel } from '../../../http/errors.js';
 import type { CacheWrite, DataPoint, ExtractWithSource, RejectedPoint, SecretBox } from '../model/index.js';
 import { CircuitOpenError, ProviderClient, type ProviderSource } from '../provider/index.js';
-import { type CacheStore, type Outcome, type SubjectKey, cacheKey } from './store.js';
+import { type CacheStore, type CachedPoints, type Outcome, type SubjectKey, cacheKey } from './store.js';
 
 /** A subject to fetch, with what the cache row said when it was read. */
 export interface Want {
@@ -41,6 +41,14 @@ interface InFlight {
   epoch: string;
   identifier: string;
   outcome: Promise<Outcome>;
+  /** The provider's answer before it is stored (never, when the call fails): for partial answers. */
+  arrived: Promise<CachedPoints>;
+}
+
+/** A fetch's outcome, and its points as soon as the provider answered, before they are stored (never, when the call fails). */
+export interface Flight {
+  outcome: Promise<Outcome>;
+  arrived: Promise<CachedPoints>;
 }
 
 /**
@@ -79,10 +87,10 @@ export class CacheFetcher {
    * The outcome of a fetch in flight that a reader who read row version `version` (null: no row) may
    * share: same version, extract epoch and identifier.
    */
-  inFlight(tenantId: string, extract: ExtractWithSource, s: SubjectKey, version: string | null): Promise<Outcome> | undefined {
+  inFlight(tenantId: string, extract: ExtractWithSource, s: SubjectKey, version: string | null): Flight | undefined {
     const flying = this.inflight.get(cacheKey(tenantId, extract.key, s.id));
     return flying && flying.version === version && flying.epoch === extract.cache_epoch && flying.identifier === s.identifier
-      ? flying.outcome
+      ? flying
       : undefined;
   }
 
@@ -94,8 +102,8 @@ export class CacheFetcher {
    * each chunk's answer is stored as it arrives. With `limit` (a background re-fetch, which waits in a
    * queue) nothing is registered, so readers never wait behind that queue.
    */
-  fetch(tenantId: string, extract: ExtractWithSource, wants: readonly Want[], gen: number, limit?: Limit): Map<string, Promise<Outcome>> {
-    const outcomes = new Map<string, Promise<Outcome>>();
+  fetch(tenantId: string, extract: ExtractWithSource, wants: readonly Want[], gen: number, limit?: Limit): Map<string, Flight> {
+    const outcomes = new Map<string, Flight>();
     const size = this.config.PROVIDER_BATCH_SIZE;
     // Chunks by distinct identifiers: subjects sharing one go together.
     const byIdentifier = new Map<string, Want[]>();
@@ -109,19 +117,22 @@ export class CacheFetcher {
     const calls = { failed: false };
     for (let i = 0; i < groups.length; i += size) {
       const chunk = groups.slice(i, i + size).flat();
-      const result = queue(() => this.fetchChunk(tenantId, extract, chunk, gen, limit !== undefined, calls));
+      let answered!: (m: Map<string, CachedPoints>) => void;
+      const arrivedAll = new Promise<Map<string, CachedPoints>>((r) => (answered = r));
+      const result = queue(() => this.fetchChunk(tenantId, extract, chunk, gen, limit !== undefined, calls, answered));
       for (const w of chunk) {
+        const arrived = arrivedAll.then((m) => m.get(w.subject.id)!);
         const key = cacheKey(tenantId, extract.key, w.subject.id);
         const outcome = result.then(
           (m) => m.get(w.subject.id)!,
           (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
         );
         if (!limit) {
-          const entry = { version: w.expectedVersion, epoch: extract.cache_epoch, identifier: w.subject.identifier, outcome };
+          const entry = { version: w.expectedVersion, epoch: extract.cache_epoch, identifier: w.subject.identifier, outcome, arrived };
           this.inflight.set(key, entry);
           void outcome.finally(() => this.inflight.get(key) === entry && this.inflight.delete(key));
         }
-        outcomes.set(w.subject.id, outcome);
+        outcomes.set(w.subject.id, { outcome, arrived });
       }
     }
     return outcomes;
@@ -134,6 +145,7 @@ export class CacheFetcher {
     gen: number,
     background: boolean,
     calls: { failed: boolean },
+    answered: (points: Map<string, CachedPoints>) => void,
   ): Promise<Map<string, Outcome>> {
     const identifiers = [...new Set(wants.map((w) => w.subject.identifier))];
     let points: DataPoint[];
@@ -196,6 +208,7 @@ export class CacheFetcher {
         removedIds: w.removedIds.filter((id) => mine.some((p) => p.Id === id)),
       };
     });
+    answered(new Map(writes.map((w) => [w.subjectId, { points: w.points, fetchedAt: new Date(), stale: false }])));
     // A background re-fetch that got other data than the row held tells live subscribers (a reader's
     // fetch follows an invalidation they heard of already, or answers the reader who asked).
     const changed = new Set(

@@ -181,7 +181,7 @@ export class CacheSweep {
           wants.push({ subject: { id: r.subject_id, identifier }, expectedVersion: r.version, removedIds: r.removed_ids, fallback });
         }
         const outcomes = this.fetcher.fetch(tenantId, extract, wants, gen, (fn) => this.refetchLimit.execute(fn));
-        runs.push(...outcomes.values());
+        for (const f of outcomes.values()) runs.push(f.outcome);
       }
       await Promise.all(runs);
       // Nothing fetched: what was claimed waits for the sweep scheduled after the invalidations to come.
