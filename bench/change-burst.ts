@@ -11,12 +11,14 @@
  *
  * In this process: the app (buildApp over a fresh bench database: PGlite in a temp dir, or with
  * DATABASE_URL a new `ssdi_bench_<random>` database, dropped at the end) and the fake provider of the
- * tests on loopback. `npm run bench:change-burst`; see bench/README.md, "Change bursts".
+ * tests on loopback. `npm run bench:change-burst`; see bench/README.md, "Change bursts". `runChangeBurst` is
+ * the same run for `npm run bench:dashboards` (unless BENCH_DASHBOARDS_BURST=0), its numbers returned.
  */
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
@@ -35,8 +37,50 @@ const SUBJECTS = envNumber('BENCH_BURST_SUBJECTS', 250);
 const BATCH = 100;
 const PROFILE = process.env['BENCH_BURST_PROFILE'];
 
-await runMain('change-burst', async () => {
-  const db = await createBenchDatabase(process.env['DATABASE_URL']);
+/** A burst's numbers: posts per second, the answers by status, statements per post (re-fetches included). */
+export interface Burst {
+  postsPerSecond: number;
+  statuses: Record<number, number>;
+  statementsPerPost: number;
+}
+
+export interface ChangeBurstResult {
+  database: 'pglite' | 'postgres';
+  posts: number;
+  inFlight: number;
+  subjects: number;
+  batchSize: number;
+  /** Posts flagging one subject each. */
+  flagging: Burst;
+  /** The same posts matching no extract (the request's path without the flagging). */
+  flaggingNothing: Burst;
+  /** The re-fetch of `subjects` subjects flagged one per post. */
+  refetch: { calls: number; target: number; statuses: Record<number, number>; doneMs: number };
+}
+
+/** The whole run: a database and an app of its own, both gone when it returns. */
+export async function runChangeBurst(opts: { databaseUrl: string | undefined; log: (line: string) => void }): Promise<ChangeBurstResult> {
+  const undo: (() => Promise<void> | void)[] = [];
+  const later = (name: string, run: () => Promise<void> | void) => {
+    const unregister = onCleanup(name, run);
+    undo.push(async () => {
+      unregister();
+      await run();
+    });
+  };
+  try {
+    return await changeBurst(opts.databaseUrl, opts.log, later);
+  } finally {
+    for (const u of undo.reverse()) await u();
+  }
+}
+
+async function changeBurst(
+  databaseUrl: string | undefined,
+  log: (line: string) => void,
+  onCleanup: (name: string, run: () => Promise<void> | void) => void,
+): Promise<ChangeBurstResult> {
+  const db = await createBenchDatabase(databaseUrl);
   onCleanup('database', () => db.dispose());
   // Every statement the app runs, counted (and during one traced post, kept) for statements per post.
   let statements = 0;
@@ -118,9 +162,9 @@ await runMain('change-burst', async () => {
   const one = await post([numbers[0]!]);
   const traced = trace;
   trace = undefined;
-  console.log(`${db.kind}: one post alone: ${one.ms.toFixed(1)} ms, ${traced.length} statements:\n  ${traced.join('\n  ')}`);
+  log(`${db.kind}: one post alone: ${one.ms.toFixed(1)} ms, ${traced.length} statements:\n  ${traced.join('\n  ')}`);
   /** A burst of POSTS posts, IN_FLIGHT at a time, over the subjects; printed with its statements and CPU per post. */
-  const measure = async (label: string, metric: string, profileTo?: string) => {
+  const measure = async (label: string, metric: string, profileTo?: string): Promise<Burst> => {
     await settle();
     const counted = statements;
     const profile = profileTo ? new Session() : undefined;
@@ -140,15 +184,18 @@ await runMain('change-burst', async () => {
       await writeFile(profileTo!, JSON.stringify(p));
       profile.disconnect();
     }
-    console.log(
-      `${db.kind}: ${POSTS} posts ${label}, ${IN_FLIGHT} in flight: ${((POSTS * 1000) / burst.ms).toFixed(0)} posts/s, ` +
+    const postsPerSecond = Math.round((POSTS * 1000) / burst.ms);
+    const statementsPerPost = Math.round(((statements - counted) / POSTS) * 100) / 100;
+    log(
+      `${db.kind}: ${POSTS} posts ${label}, ${IN_FLIGHT} in flight: ${postsPerSecond} posts/s, ` +
         `statuses ${JSON.stringify(burst.counts)}, ${((statements - counted) / POSTS).toFixed(2)} statements per post (re-fetches included), ` +
         `CPU per post in this process (the app, its client and the provider): ${(user / 1000 / POSTS).toFixed(2)} ms user + ${(system / 1000 / POSTS).toFixed(2)} ms system`,
     );
+    return { postsPerSecond, statuses: burst.counts, statementsPerPost };
   };
-  await measure('flagging one subject each', 'steps', PROFILE);
+  const flagging = await measure('flagging one subject each', 'steps', PROFILE);
   // The same posts matching no extract: the request's path without the flagging (its floor).
-  await measure('flagging nothing (filter matching no extract)', 'none');
+  const flaggingNothing = await measure('flagging nothing (filter matching no extract)', 'none');
 
   await settle();
   await warm();
@@ -168,8 +215,24 @@ await runMain('change-burst', async () => {
   const refetchMs = performance.now() - posted;
   await settle();
   const calls = provider.fetches('steps').length - before;
-  console.log(
+  log(
     `${db.kind}: re-fetch of ${SUBJECTS} subjects flagged one per post (${IN_FLIGHT} in flight, ${JSON.stringify(round.counts)}, ` +
       `${round.ms.toFixed(0)} ms): ${calls} provider calls (target ${Math.ceil(SUBJECTS / BATCH)}), done ${refetchMs.toFixed(0)} ms after the last post returned`,
   );
-});
+  return {
+    database: db.kind,
+    posts: POSTS,
+    inFlight: IN_FLIGHT,
+    subjects: SUBJECTS,
+    batchSize: BATCH,
+    flagging,
+    flaggingNothing,
+    refetch: { calls, target: Math.ceil(SUBJECTS / BATCH), statuses: round.counts, doneMs: Math.round(refetchMs) },
+  };
+}
+
+// Run directly (npm run bench:change-burst), not imported by dashboards.ts.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
+  await runMain('change-burst', async () => {
+    await runChangeBurst({ databaseUrl: process.env['DATABASE_URL'], log: (line) => console.log(line) });
+  });

@@ -16,6 +16,11 @@
  *     child process (sse-clients.ts) on the load core: the server's heap and RSS before and after they
  *     open (this process, after a forced GC), then one change report (the data-change REST endpoint, as
  *     a provider's inbound client sends it) and the time until each subscriber receives the event.
+ *  4. Issue 32's live fan-out: BENCH_DASHBOARDS_LIVE (1,000) `dataPointAggregatesChanged` subscribers of the
+ *     question of part 1, one change post (the provider's points of one subject changed first): each
+ *     subscriber's next answer after the post returned, the computations (/metrics), the memory per open
+ *     subscription; then BENCH_DASHBOARDS_LIVE_RSS (10,000) open subscriptions and the server's RSS.
+ *  5. Once the app is gone, bench/change-burst.ts's change posts (unless BENCH_DASHBOARDS_BURST=0).
  *
  * The app is built in this process (buildApp) on a fresh database (PGlite in a temp dir, or with
  * DATABASE_URL a new `ssdi_bench_<random>` database, dropped at the end) seeded by seed.ts; the
@@ -45,6 +50,7 @@ import { loadConfig } from '../src/core/config.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { DEFAULT_AGGREGATE_SUBJECTS } from '../src/domains/data/index.js';
 import { classify } from './capture.js';
+import { type ChangeBurstResult, runChangeBurst } from './change-burst.js';
 import { DATASETS, type Dataset } from './dashboard-questions.js';
 import { type ScaleResult, beforeAfterMarkdown, runScale, scaleMarkdown, scaleTargets } from './dashboard-scale.js';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -215,6 +221,9 @@ export interface DashboardsResult {
   /** Issue 32's live fan-out (`dataPointAggregatesChanged`): BENCH_DASHBOARDS_LIVE subscribers, then BENCH_DASHBOARDS_LIVE_RSS. */
   live?: LiveResult;
   liveError?: string;
+  /** bench/change-burst.ts's numbers (`npm run bench:dashboards` unless BENCH_DASHBOARDS_BURST=0). */
+  burst?: ChangeBurstResult;
+  burstError?: string;
   /** Issue 32's datasets: warm new questions beside DuckDB, the same question again, the cold fill (dashboard-scale.ts). */
   scale?: ScaleResult;
   scaleError?: string;
@@ -1240,6 +1249,52 @@ function liveTable(live: LiveResult | undefined, error: string | undefined): Pic
   return { rows, targets };
 }
 
+/** Change posts at provider scale (issue 32, build point 3): its rows and targets. */
+function burstTable(b: ChangeBurstResult | undefined, error: string | undefined): Pick<DashboardsResult, 'rows' | 'targets'> {
+  if (!b) {
+    const failed = { target: 'change posts', measured: `failed: ${error ?? '?'}`, holds: false };
+    return { rows: [{ scenario: 'change posts', target: failed.target, holds: false, note: failed.measured }], targets: [failed] };
+  }
+  const refused = b.flagging.statuses[429] ?? 0;
+  const fast = b.flagging.postsPerSecond >= 1000;
+  const batched = b.refetch.calls === b.refetch.target;
+  const what = `${b.posts} change posts, ${b.inFlight} in flight, each flagging one of ${b.subjects} subjects`;
+  const rows: DashboardRow[] = [
+    {
+      scenario: `change posts: ${what}`,
+      target: `≥ 1,000 posts/s${b.database === 'postgres' ? '' : ' (on PostgreSQL)'}: ${fast ? 'yes' : 'no'}; no 429: ${refused === 0 ? 'yes' : 'no'}`,
+      holds: fast && refused === 0,
+      note:
+        `${b.flagging.postsPerSecond} posts/s, answers ${JSON.stringify(b.flagging.statuses)}, ${b.flagging.statementsPerPost} statements per post; ` +
+        `matching no extract: ${b.flaggingNothing.postsPerSecond} posts/s (bench/change-burst.ts)`,
+    },
+    {
+      scenario: `change posts: the re-fetch of ${b.subjects} subjects flagged one per post`,
+      target: `⌈${b.subjects} / ${b.batchSize}⌉ = ${b.refetch.target} provider calls: ${batched ? 'yes' : 'no'}`,
+      holds: batched,
+      note: `${b.refetch.calls} calls, done ${b.refetch.doneMs} ms after the last post returned; the posts' answers ${JSON.stringify(b.refetch.statuses)}`,
+    },
+  ];
+  const targets: Target[] = [
+    {
+      target: 'change posts: ≥ 1,000 per second per instance on PostgreSQL',
+      measured: `${b.flagging.postsPerSecond} posts/s (${b.database})`,
+      holds: fast,
+    },
+    {
+      target: `change posts: a burst of ${b.posts} posts with ${b.inFlight} in flight gets no 429`,
+      measured: `${refused} × 429`,
+      holds: refused === 0,
+    },
+    {
+      target: `change posts: the re-fetch of n flagged subjects costs ⌈n / 100⌉ provider calls`,
+      measured: `${b.refetch.calls} for ${b.subjects} (target ${b.refetch.target})`,
+      holds: batched,
+    },
+  ];
+  return { rows, targets };
+}
+
 /** The scenario's Markdown table. */
 export function dashboardsMarkdown(r: DashboardsResult, database = ''): string {
   const lines = [
@@ -1265,6 +1320,19 @@ async function main() {
   const loadAtStart = os.loadavg()[0]!;
   const databaseUrl = process.env['DATABASE_URL'];
   const result = await runDashboards({ databaseUrl, log });
+  // bench/change-burst.ts's run after it (its own database and app, about half a minute), its targets in the table;
+  // BENCH_DASHBOARDS_BURST=0 leaves it out.
+  if (process.env['BENCH_DASHBOARDS_BURST'] !== '0') {
+    try {
+      result.burst = await runChangeBurst({ databaseUrl, log });
+    } catch (e) {
+      result.burstError = describe(e);
+      log(`  change burst failed: ${result.burstError}`);
+    }
+    const burst = burstTable(result.burst, result.burstError);
+    result.rows.push(...burst.rows);
+    result.targets.push(...burst.targets);
+  }
   const head = { label: process.env['BENCH_LABEL'] || undefined, machine: machineFacts(loadAtStart), ...codeFacts() };
   const database: DashboardsReport['database'] = databaseUrl ? 'postgres' : 'pglite';
   let table = `${provenance(head)}\n\n${dashboardsMarkdown(result, database)}`;
