@@ -7,6 +7,7 @@ import { Subscriber } from './live-updates.js';
 // sends answers over the subjects fetched so far (coverage.pendingSubjectCount > 0), then the full answer,
 // which the query gives too; a subscriber joining meanwhile gets the latest partial answer at once; the
 // query waits for the full answer, and no partial answer is remembered as one (P126) nor follows the full one.
+// The first comes as soon as a chunk's points arrive, before they are stored (P132).
 
 const BATCH = 2;
 const SUBJECTS = 8;

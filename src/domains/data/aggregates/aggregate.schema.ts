@@ -192,7 +192,7 @@ export const DataPointAggregationRef = builder.objectRef<Aggregation>('DataPoint
 export const AGGREGATE_COST = SEARCH_COST;
 /**
  * Subject-days (one day of a subject's daily series: a point) that cost 1 (P127): a year over 10,000
- * subjects costs 7,500, a year over 100,000 is past GRAPHQL_MAX_COST's default.
+ * subjects adds 7,500, a year over 100,000 is past GRAPHQL_MAX_COST's default.
  */
 export const SUBJECT_DAYS_PER_COST = 500;
 /** Days each subject counts besides the range's: reading its rows costs about what 10 points do (P127). */
