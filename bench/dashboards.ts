@@ -1313,6 +1313,22 @@ export function dashboardsMarkdown(r: DashboardsResult, database = ''): string {
   return lines.join('\n');
 }
 
+/** Every target of this run beside what the run in `beforeFile` measured for it (matched by the target's text). */
+function targetsBeforeAfter(before: readonly Target[], after: readonly Target[], beforeFile: string): string {
+  const then = new Map(before.map((t) => [t.target, t]));
+  const holds = (t: Target | undefined) => (t === undefined || t.holds === undefined ? '' : t.holds ? ' (holds)' : ' (does not hold)');
+  return [
+    `Every target, before (${path.basename(beforeFile)}) and after (this run):`,
+    '',
+    '| target | before | after |',
+    '| --- | --- | --- |',
+    ...after.map((t) => {
+      const b = then.get(t.target);
+      return `| ${t.target} | ${b ? `${b.measured}${holds(b)}` : 'not measured then'} | ${t.measured}${holds(t)} |`;
+    }),
+  ].join('\n');
+}
+
 /** `npm run bench:dashboards`: the scenario alone, its table printed and written to bench/results. */
 async function main() {
   const log = (line: string) => console.log(line);
@@ -1340,7 +1356,7 @@ async function main() {
   const beforeFile = process.env['BENCH_BEFORE'];
   if (beforeFile && result.scale) {
     const before = JSON.parse(await readFile(path.resolve(beforeFile), 'utf8')) as Partial<DashboardsReport>;
-    table += `\n\n${beforeAfterMarkdown(before.scale, result.scale, beforeFile)}`;
+    table += `\n\n${beforeAfterMarkdown(before.scale, result.scale, beforeFile)}\n\n${targetsBeforeAfter(before.targets ?? [], result.targets, beforeFile)}`;
   }
   console.log(`\n${table}\n`);
   const report: DashboardsReport = {
