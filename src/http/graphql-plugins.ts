@@ -252,23 +252,26 @@ export function admissionControl(admission: Admission): Plugin {
  * operation name and variables, and every such subscriber gets the same result, whose JSON text is made
  * once too (Yoga serialises each stream item with the result's `stringify`). Its other events are
  * executed per subscriber; other fields, and documents with @defer or @stream, keep Yoga's executor. The
- * results live as long as their event (a WeakMap): a publisher keeps only its latest.
+ * results live as long as their event and document (WeakMaps; Yoga's parser cache hands out one
+ * DocumentNode per query text): a publisher keeps only its latest event.
  */
 export function sharedSubscriptionResults(): Plugin {
-  const results = new WeakMap<SharedEvent, Map<string, Promise<ExecutionResult>>>();
+  const results = new WeakMap<SharedEvent, WeakMap<DocumentNode, Map<string, Promise<ExecutionResult>>>>();
   return {
     onSubscribe({ args, setSubscribeFn }) {
       if (!sharesEvents(args.schema, args.document, args.operationName) || usesIncrementalDelivery(args.document)) return;
       setSubscribeFn(async (a: ExecutionArgs) => {
         const source = await createSourceEventStream(a);
         if (!isAsyncIterable(source)) return source;
-        // What a shared result is keyed by beside its event: the request's document and variables.
-        const key = `${documentIds.id(a.document)}\u0001${a.operationName ?? ''}\u0001${JSON.stringify(a.variableValues ?? {})}`;
+        // What a shared result is keyed by beside its event and document: the operation and variables.
+        const key = `${a.operationName ?? ''}\u0001${JSON.stringify(a.variableValues ?? {})}`;
         const run = (event: unknown) => execute({ ...a, rootValue: event }) as Promise<ExecutionResult> | ExecutionResult;
         return mapEvents(source, (event) => {
           if (!isSharedEvent(event)) return run(event);
-          let byRequest = results.get(event);
-          if (!byRequest) results.set(event, (byRequest = new Map()));
+          let byDocument = results.get(event);
+          if (!byDocument) results.set(event, (byDocument = new WeakMap()));
+          let byRequest = byDocument.get(a.document);
+          if (!byRequest) byDocument.set(a.document, (byRequest = new Map()));
           let shared = byRequest.get(key);
           if (!shared) byRequest.set(key, (shared = Promise.resolve(run(event)).then(onceSerialised)));
           return shared;
@@ -318,13 +321,6 @@ function mapEvents<T, R>(source: AsyncIterable<T>, fn: (event: T) => R | Promise
     },
   };
 }
-
-/** A number per parsed document (Yoga's parser cache hands out one DocumentNode per query text). */
-const documentIds = (() => {
-  const ids = new WeakMap<DocumentNode, number>();
-  let next = 0;
-  return { id: (d: DocumentNode) => ids.get(d) ?? (ids.set(d, ++next), next) };
-})();
 
 /**
  * graphql-jit for the documents a client repeats (a dashboard sends the same few): a document is compiled
