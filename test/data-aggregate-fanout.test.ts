@@ -6,7 +6,9 @@ import { Subscriber } from './live-updates.js';
 // The fan-out of a live aggregate (P129): the subscribers of one question share each answer's execution
 // and its JSON text. What is shared must stay within who may see it: a client with other permissions
 // (here without View:StructuralEntity, so a group's `structuralEntity` is null with FORBIDDEN) gets what
-// its own query gives, and subscribers with another selection of the same question get theirs.
+// its own query gives, and subscribers with another selection of the same question get theirs. /metrics
+// shows the sharing: a change executes one result per group (tenant and permission set) and request
+// (document, variables), however many subscribers it reaches.
 
 const CHANGE = '/connector-dataprovider/api/v1/dataChange/creationOrUpdate';
 const SELECTION = `aggregates { count sumText }
@@ -52,6 +54,13 @@ async function subscribe(token: string, selection: string): Promise<AnswerSubscr
 }
 
 const events = (s: AnswerSubscriber) => s.results.map((r) => seen(r as Event, 'dataPointAggregatesChanged'));
+
+/** The shared events' executions and deliveries so far, from /metrics. */
+async function sharing() {
+  const text = await (await fetch(`${app.url}/metrics`)).text();
+  const count = (name: string) => Number(text.match(new RegExp(`^${name} (\\S+)$`, 'm'))?.[1]);
+  return { executions: count('graphql_shared_event_executions_total'), deliveries: count('graphql_shared_event_deliveries_total') };
+}
 
 async function ask(token: string, selection: string) {
   const r = await new ApiClient(app.url, token).gql(query(selection), { input: INPUT });
@@ -142,10 +151,18 @@ describe('the subscribers of one question share its answers (P129)', () => {
       ],
     });
 
+    const before = await sharing();
     level.set('E-03', 200);
     const res = await t.provider.post(CHANGE, { SubjectIdentifier: 'E-03', DataExtractsOptionsValuesFilter: { metric: 'steps' } });
     expect(res.status).toBe(200);
     await eventually(() => all.every((s) => s.results.length >= 2), 10_000);
+    // One execution each for the full client's two selections and the viewer's one, however many
+    // subscribers they reach; every subscriber is handed one result.
+    const after = await sharing();
+    expect({ executions: after.executions - before.executions, deliveries: after.deliveries - before.deliveries }).toEqual({
+      executions: 3,
+      deliveries: all.length,
+    });
     const next = await check(1);
     expect(next.full.data).not.toEqual(first.full.data);
     for (const s of all) expect(s.ended).toBeUndefined();

@@ -74,7 +74,7 @@ export function graphqlEndpoint(
       ...(metrics ? [metrics.graphql()] : []),
       staleDataExtension,
       operationInContext,
-      sharedSubscriptionResults(),
+      sharedSubscriptionResults(metrics?.sharedEvents()),
       compiledRepeatedDocuments(),
       admissionControl(admission),
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),

@@ -245,6 +245,12 @@ export function admissionControl(admission: Admission): Plugin {
   };
 }
 
+/** What `sharedSubscriptionResults` reports: an execution of a shared event, a shared result handed to a subscriber. */
+export interface SharedEventCounts {
+  executed(): void;
+  delivered(): void;
+}
+
 /**
  * A subscription's events executed once for all their subscribers (P129). For a subscription field
  * whose schema extensions say `sharedEvents` (its events may be `SharedEvent`s: their publisher hands the
@@ -253,9 +259,10 @@ export function admissionControl(admission: Admission): Plugin {
  * once too (Yoga serialises each stream item with the result's `stringify`). Its other events are
  * executed per subscriber; other fields, and documents with @defer or @stream, keep Yoga's executor. The
  * results live as long as their event and document (WeakMaps; Yoga's parser cache hands out one
- * DocumentNode per query text): a publisher keeps only its latest event.
+ * DocumentNode per query text): a publisher keeps only its latest event. `counts` hears each execution
+ * of a shared event and each result handed out (`/metrics`).
  */
-export function sharedSubscriptionResults(): Plugin {
+export function sharedSubscriptionResults(counts?: SharedEventCounts): Plugin {
   const results = new WeakMap<SharedEvent, WeakMap<DocumentNode, Map<string, Promise<ExecutionResult>>>>();
   return {
     onSubscribe({ args, setSubscribeFn }) {
@@ -273,7 +280,11 @@ export function sharedSubscriptionResults(): Plugin {
           let byRequest = byDocument.get(a.document);
           if (!byRequest) byDocument.set(a.document, (byRequest = new Map()));
           let shared = byRequest.get(key);
-          if (!shared) byRequest.set(key, (shared = Promise.resolve(run(event)).then(onceSerialised)));
+          if (!shared) {
+            counts?.executed();
+            byRequest.set(key, (shared = Promise.resolve(run(event)).then(onceSerialised)));
+          }
+          counts?.delivered();
           return shared;
         });
       });

@@ -68,6 +68,8 @@ export class Metrics {
 
   private readonly admissions: Counter<'tenant' | 'outcome'>;
   private readonly cuts: Counter<'kind'>;
+  private readonly sharedExecutions: Counter;
+  private readonly sharedDeliveries: Counter;
 
   constructor(poolStats?: PoolStats, breakers?: BreakerStates) {
     collectDefaultMetrics({ register: this.registry });
@@ -119,6 +121,16 @@ export class Metrics {
       labelNames: ['kind'],
       registers,
     });
+    this.sharedExecutions = new Counter({
+      name: 'graphql_shared_event_executions_total',
+      help: "Executions of a subscription's shared events: one per event, document, operation and variables, however many subscribers it reaches.",
+      registers,
+    });
+    this.sharedDeliveries = new Counter({
+      name: 'graphql_shared_event_deliveries_total',
+      help: "Results of a subscription's shared events handed to subscribers, each counted.",
+      registers,
+    });
     if (breakers) {
       new Gauge({
         name: 'provider_circuit_state',
@@ -158,6 +170,11 @@ export class Metrics {
   /** Counts a connection cut at its write deadline. */
   responseCut(kind: 'answer' | 'stream'): void {
     this.cuts.inc({ kind });
+  }
+
+  /** The shared subscription results' callback (`sharedSubscriptionResults`). */
+  sharedEvents() {
+    return { executed: () => this.sharedExecutions.inc(), delivered: () => this.sharedDeliveries.inc() };
   }
 
   /** Gauges of admission's units in use and waiting requests per tenant, read when scraped. */
