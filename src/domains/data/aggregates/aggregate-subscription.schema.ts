@@ -21,9 +21,10 @@ builder.subscriptionField('dataPointAggregatesChanged', (t) =>
       `after the last change heard (at most ${LIVE_AGGREGATE_MAX_DELAY_MS} ms after the first of a burst), once for every subscriber ` +
       'of the same question, whichever instance took the change. A reader that falls behind gets only the latest answer. ' +
       "While the question's data is still being fetched from its provider, the current answer is preceded by partial answers " +
-      `over the subjects fetched so far (coverage.pendingSubjectCount > 0: the first once some data arrived, the next at most every ` +
-      `${PARTIAL_ANSWER_EVERY_MS} ms), then the full one (pendingSubjectCount 0); a subscriber joining meanwhile gets the latest ` +
-      'partial answer at once. No partial answer follows a full one. ' +
+      `over the subjects located so far (coverage.pendingSubjectCount > 0: the first once the provider's first answer arrived, ` +
+      `the next at most every ${PARTIAL_ANSWER_EVERY_MS} ms; none while at most one provider call's worth of subjects is missing), ` +
+      'then the full one (pendingSubjectCount 0); a subscriber joining meanwhile gets the latest partial answer at once. No ' +
+      'partial answer follows a full one; if the query refuses the full answer, the stream ends with that error. ' +
       "Refused as the query is (View:DataExtract and List:Subject, the input's bounds, the cost); counts under " +
       'SUBSCRIPTIONS_PER_CLIENT with dataPointsChanged. An event whose computation failed carries the error and the stream goes ' +
       'on; the stream ends with an error when the token expires (UNAUTHENTICATED) or when the instance can no longer hear ' +

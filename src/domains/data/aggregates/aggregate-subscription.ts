@@ -67,7 +67,7 @@ interface Latest {
   failed: boolean;
   settledAt?: number;
   partial?: Outcome;
-  /** Resolves with the first partial answer. */
+  /** Resolves (with nothing) once its first partial answer was pushed. */
   partialHeard: Promise<void>;
   heard: () => void;
 }
@@ -141,17 +141,18 @@ export class LiveAggregates {
     // A first answer whose sets are cold is preceded by partial answers, pushed to the group's subscribers
     // with no full answer yet (P131); a joiner during the fill gets the latest one at once.
     if (!l || l.failed || (l.settledAt !== undefined && Date.now() - l.settledAt > LIVE_AGGREGATE_REUSE_MS)) {
-      const started: Latest = this.start(
-        g,
-        this.compute(g, { ...ctx, operation: 'query' }, 'subscribe', (o) => this.partial(g, started, o)),
-      );
+      // Computing as a change's computation is: changes heard meanwhile wait for it, so it stays the latest.
+      g.computing = true;
+      const started = this.start(g, (s) => this.compute(g, { ...ctx, operation: 'query' }, 'subscribe', (o) => this.partial(g, s, o)));
+      void started.outcome.then(() => this.computed(g, false));
     }
     const latest = g.latest!;
     if (latest.partial) sub.push(latest.partial);
     const first = await Promise.race([latest.outcome, latest.partialHeard]);
     if (first === undefined) {
-      // Open from the partial answer on; the full one (or its error) follows as the stream's next event.
-      void latest.outcome.then((o) => sub.push(o, true));
+      // Open from the partial answer on; the full one follows as the stream's next event, or the query's
+      // refusal of the question (an AppError) ends the stream with it.
+      void latest.outcome.then((o) => ('error' in o && o.error instanceof AppError ? sub.refuse(o.error) : sub.push(o, true)));
       return sub;
     }
     if ('error' in first) {
@@ -236,34 +237,42 @@ export class LiveAggregates {
   /** Computes the group's answer for the changes heard and pushes it to the subscribers it differs for. */
   private async recompute(g: Group): Promise<void> {
     g.timer = undefined;
-    if (this.groups.get(g.key) !== g) return;
+    // A computation under way (a first answer's too) schedules this one when it ends.
+    if (this.groups.get(g.key) !== g || g.computing) return;
     const since = g.dirtySince;
     g.dirtySince = undefined;
     g.computing = true;
     let refused = false;
     try {
-      const outcome = this.compute(g, this.contextFor(g.principal), 'change');
-      this.start(g, outcome);
-      const o = await outcome;
+      const o = await this.start(g, () => this.compute(g, this.contextFor(g.principal), 'change')).outcome;
       // Not admitted: nothing was computed, the changes still wait.
       if ((refused = 'refused' in o)) g.dirtySince = Math.min(g.dirtySince ?? Infinity, since ?? Date.now());
       else for (const s of g.subscribers) s.push(o);
     } finally {
-      g.computing = false;
-      const waiting = g.dirtySince;
-      if (waiting !== undefined && this.groups.get(g.key) === g)
-        this.schedule(
-          g,
-          refused ? ADMISSION_RETRY_MS : Math.min(LIVE_AGGREGATE_QUIET_MS, waiting + LIVE_AGGREGATE_MAX_DELAY_MS - Date.now()),
-        );
+      this.computed(g, refused);
     }
   }
 
-  private start(g: Group, outcome: Promise<Outcome>): Latest {
+  /** A computation of the group ended: the changes heard meanwhile are computed next (later if it was not admitted). */
+  private computed(g: Group, refused: boolean): void {
+    g.computing = false;
+    const waiting = g.dirtySince;
+    if (waiting !== undefined && this.groups.get(g.key) === g)
+      this.schedule(
+        g,
+        refused ? ADMISSION_RETRY_MS : Math.min(LIVE_AGGREGATE_QUIET_MS, waiting + LIVE_AGGREGATE_MAX_DELAY_MS - Date.now()),
+      );
+  }
+
+  /** Makes `run`'s computation the group's latest; `run` is handed that Latest (its partial answers are kept there). */
+  private start(g: Group, run: (latest: Latest) => Promise<Outcome>): Latest {
+    let settle!: (o: Promise<Outcome>) => void;
     let heard!: () => void;
+    const outcome = new Promise<Outcome>((r) => (settle = r));
     const partialHeard = new Promise<void>((r) => (heard = r));
     const latest: Latest = { outcome, failed: false, partialHeard, heard };
     g.latest = latest;
+    settle(run(latest));
     void outcome.then(
       (o) => {
         latest.failed = 'error' in o;
@@ -297,7 +306,10 @@ export class LiveAggregates {
         { ...ctx, staleData },
         g.input,
         g.fractions,
-        onPartial && ((a) => onPartial({ answer: a, stale: [...staleData.values()], print: answerPrint(a), partial: true })),
+        onPartial && {
+          answer: (a) => onPartial({ answer: a, stale: [...staleData.values()], print: answerPrint(a), partial: true }),
+          failed: (err) => this.log.debug({ err, key: g.key }, 'live aggregates: a partial answer failed (the full answer reports it)'),
+        },
       );
       return { answer, stale: [...staleData.values()], print: answerPrint(answer) };
     } catch (error) {
@@ -392,6 +404,11 @@ export class AggregateSubscriber implements AsyncIterableIterator<AggregateDeliv
       this.waiter = undefined;
       w({ value: this.delivery(o), done: false });
     } else this.unread = o;
+  }
+
+  /** Ends it with the query's refusal of its first answer, unless it had a full answer already. */
+  refuse(error: AppError): void {
+    if (!this.full) this.end(error);
   }
 
   end(error: AppError | null): void {

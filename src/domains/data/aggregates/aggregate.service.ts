@@ -287,8 +287,8 @@ export async function aggregateDataPoints(
   ctx: Context,
   input: DataPointAggregatesInput,
   fractions: readonly number[],
-  /** Hears partial answers while the subjects' sets arrive (P131; none once the full answer is computed). */
-  onPartial?: (answer: Aggregation) => void,
+  /** Hears partial answers while the subjects' sets arrive (P131; none once the full answer is computed), and their failures. */
+  onPartial?: { answer: (answer: Aggregation) => void; failed: (err: unknown) => void },
 ): Promise<Aggregation> {
   requirePermission(ctx.principal, 'View:DataExtract');
   requirePermission(ctx.principal, 'List:Subject');
@@ -388,7 +388,9 @@ export async function aggregateDataPoints(
     located,
   });
   // Partial answers are computed, never remembered: only the full answer below is.
-  const partials = onPartial && partialAnswers(keys.length, (l) => computeAggregation(ctx, asOf(l)), onPartial);
+  const partials =
+    onPartial &&
+    partialAnswers(keys.length, ctx.data.batchSize, (l) => computeAggregation(ctx, asOf(l)), onPartial.answer, onPartial.failed);
   const located =
     whereabouts && whereabouts.mark === mark && Date.now() < whereabouts.until
       ? whereabouts.located

@@ -5,7 +5,7 @@ import type { Db } from '../../../db/tables.js';
 import type { DataPoint, ExtractWithSource, SecretBox } from '../model/index.js';
 import { type Answering, type DataChange, ReportBatch } from './invalidation.js';
 import { CacheFetcher, type Flight, type Want } from './fetcher.js';
-import { CacheStore, type Outcome, type SubjectKey } from './store.js';
+import { type CachedPoints, CacheStore, type Outcome, type SubjectKey } from './store.js';
 import { CacheSweep } from './sweep.js';
 import type { BreakerState, ProviderClient } from '../provider/index.js';
 
@@ -69,6 +69,11 @@ export class DataCache {
     return this.store.invalidationMark(tenantId, extractKey);
   }
 
+  /** Subjects per provider call (PROVIDER_BATCH_SIZE). */
+  get batchSize(): number {
+    return this.config.PROVIDER_BATCH_SIZE;
+  }
+
   /** When data fetched at `fetchedAt` stops being fresh (epoch ms). */
   freshUntil(fetchedAt: Date): number {
     return fetchedAt.getTime() + this.config.CACHE_TTL_SECONDS * 1000;
@@ -99,22 +104,27 @@ export class DataCache {
 
   /**
    * The data points of some subjects of one extract: from the LRU, then PostgreSQL, then the provider;
-   * `onOutcome` hears each fetched subject's points as soon as the provider answered (`arrived`, not
-   * stored yet), then its outcome once its chunk's answer is stored.
+   * `onOutcome` hears each subject served from the LRU or a fresh row (`cached`: what its row holds), each
+   * fetched subject's points as soon as the provider answered (`arrived`, not stored yet), then its
+   * outcome once its chunk's answer is stored (`fetched`).
    */
   async load(
     tenantId: string,
     extract: ExtractWithSource,
     subjects: readonly SubjectKey[],
-    onOutcome?: (subjectId: string, outcome: Outcome, arrived?: true) => void,
+    onOutcome?: (subjectId: string, outcome: Outcome, how: 'cached' | 'arrived' | 'fetched') => void,
   ): Promise<Map<string, Outcome>> {
     const out = new Map<string, Outcome>();
+    const cached = (id: string, o: CachedPoints) => {
+      out.set(id, o);
+      onOutcome?.(id, o, 'cached');
+    };
     const pending: Want['subject'][] = [];
     for (const s of subjects) {
-      if (s.identifier === null) out.set(s.id, { points: [], fetchedAt: null, stale: false });
+      if (s.identifier === null) cached(s.id, { points: [], fetchedAt: null, stale: false });
       else {
         const hit = this.store.recall(tenantId, extract.key, s);
-        if (hit) out.set(s.id, hit);
+        if (hit) cached(s.id, hit);
         else pending.push(s as Want['subject']);
       }
     }
@@ -133,7 +143,7 @@ export class DataCache {
       const usable = row?.points != null && row.fetched_at !== null && row.subject_identifier === s.identifier;
       if (usable && !row.stale && this.store.fresh(row.fetched_at!)) {
         const points = row.points as DataPoint[];
-        out.set(s.id, { points, fetchedAt: row.fetched_at, stale: false });
+        cached(s.id, { points, fetchedAt: row.fetched_at, stale: false });
         this.store.remember(tenantId, extract.key, s, points, row.fetched_at!, gen);
         continue;
       }
@@ -141,7 +151,7 @@ export class DataCache {
       // fetches that will store against the version this request read.
       const hit = this.store.recall(tenantId, extract.key, s);
       if (hit) {
-        out.set(s.id, hit);
+        cached(s.id, hit);
         continue;
       }
       const flying = this.fetcher.inFlight(tenantId, extract, s, row?.version ?? null);
@@ -159,10 +169,10 @@ export class DataCache {
     for (const [id, p] of this.fetcher.fetch(tenantId, extract, wants, gen)) shared.push([id, p]);
     await Promise.all(
       shared.map(([id, f]) => {
-        if (onOutcome) void f.arrived.then((o) => out.has(id) || onOutcome(id, o, true));
+        if (onOutcome) void f.arrived.then((o) => out.has(id) || onOutcome(id, o, 'arrived'));
         return f.outcome.then((o) => {
           out.set(id, o);
-          onOutcome?.(id, o);
+          onOutcome?.(id, o, 'fetched');
         });
       }),
     );
@@ -177,9 +187,10 @@ export class DataCache {
    * located in the rows once stored, in memory otherwise (served stale, or not stored because an
    * invalidation came first).
    *
-   * `onProgress` (for partial answers) hears what is located so far: first what was fresh already, then
-   * again as each chunk's answer arrives from the provider (its subjects in memory) and once it is stored
-   * (then in the rows, unless an invalidation came first).
+   * `onProgress` (for partial answers) hears what is located so far (what was fresh already included) as
+   * each chunk's answer arrives from the provider (its subjects in memory) and once it is stored (then in
+   * the rows, unless an invalidation came first): never before the provider's first answer, so never when
+   * nothing is fetched.
    */
   async locate(
     tenantId: string,
@@ -224,23 +235,25 @@ export class DataCache {
   }
 
   /**
-   * Tells `onProgress` of what `located` holds now and adds each outcome heard, once per chunk's answer
-   * (the outcomes of one answer resolve together, before the next macrotask).
+   * Adds each outcome heard to what `located` holds, telling `onProgress` once per chunk's answer from the
+   * provider (the outcomes of one answer resolve together, before the next macrotask); what was cached
+   * is told with the next answer.
    */
   private progress(
     located: ReadonlyMap<string, Located>,
     onProgress: (located: ReadonlyMap<string, Located>) => void,
-  ): (subjectId: string, outcome: Outcome, arrived?: true) => void {
+  ): (subjectId: string, outcome: Outcome, how: 'cached' | 'arrived' | 'fetched') => void {
     const partial = new Map(located);
     let told = false;
     const tell = () => {
       told = false;
       onProgress(partial);
     };
-    tell();
-    return (id, o, arrived) => {
-      if (arrived && partial.has(id)) return;
-      partial.set(id, o instanceof Error ? o : o.stored ? { at: 'rows', fetchedAt: o.fetchedAt! } : { at: 'memory', ...o });
+    return (id, o, how) => {
+      if (how === 'arrived' && partial.has(id)) return;
+      const inRows = !(o instanceof Error) && (o.stored || how === 'cached') && o.fetchedAt !== null;
+      partial.set(id, o instanceof Error ? o : inRows ? { at: 'rows', fetchedAt: o.fetchedAt! } : { at: 'memory', ...o });
+      if (how === 'cached') return;
       if (!told) setImmediate(tell);
       told = true;
     };
