@@ -30,6 +30,7 @@ export async function openMigratedDatabase(
     connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
     preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
     onPoolError: (err) => logger?.warn({ err: err.message }, 'database connection failed; the pool replaces it'),
+    onWarning: (message) => logger?.warn(message),
   });
   const deadline = Date.now() + config.STARTUP_TIMEOUT_MS;
   for (let attempt = 1, delay = 250; ; attempt++, delay = Math.min(delay * 2, 5_000)) {

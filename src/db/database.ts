@@ -17,7 +17,7 @@ import {
 import pg from 'pg';
 import { expectedErrorOf, statementRerun } from './faults.js';
 import { type Listen, listenPostgres } from './notifications.js';
-import { pgliteTemplateFor } from './pglite-template.js';
+import { openFromPgliteTemplate } from './pglite-template.js';
 import { statementName } from './prepared.js';
 import type { Database, Db } from './tables.js';
 
@@ -44,6 +44,10 @@ export interface DatabaseOptions {
   connectTimeoutMs?: number | undefined;
   /** A pooled connection failed (server restart, terminated backend), idle or in use; the pool replaces it. */
   onPoolError?: (error: Error) => void;
+  /** PGlite: the directory of templates a new DATA_DIR starts from (P133); default dist/pglite/. */
+  pgliteTemplates?: string | undefined;
+  /** Something went wrong that the service works around (an unusable template). */
+  onWarning?: (message: string) => void;
   /** Called with every executed statement (debugging, EXPLAIN evidence in docs and benches). */
   onQuery?: (sql: string, parameters: readonly unknown[], ms: number) => void;
 }
@@ -184,8 +188,11 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
   try {
     // Imported only here: an instance on PostgreSQL does not carry the embedded database's code (P66).
     const [{ PGlite }, { pg_trgm }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite/contrib/pg_trgm')]);
-    const loadDataDir = await pgliteTemplateFor(opts.dataDir);
-    const pglite = await PGlite.create(opts.dataDir, { extensions: { pg_trgm }, ...(loadDataDir ? { loadDataDir } : {}) });
+    const pglite = await openFromPgliteTemplate(
+      opts.dataDir,
+      (loadDataDir) => PGlite.create(opts.dataDir, { extensions: { pg_trgm }, ...(loadDataDir ? { loadDataDir } : {}) }),
+      { templates: opts.pgliteTemplates, keep: [LOCK], warn: opts.onWarning ?? ((m) => process.emitWarning(m)) },
+    );
     const handle = await wrapPglite(pglite, opts);
     return { ...handle, close: () => handle.close().finally(release) };
   } catch (e) {
@@ -193,6 +200,8 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     throw e;
   }
 }
+
+const LOCK = '.ssdi.lock';
 
 /** Raised when another live process holds the embedded database. */
 export class DataDirLockedError extends Error {}
@@ -203,7 +212,7 @@ export class DataDirLockedError extends Error {}
  * stale and taken over.
  */
 async function lockDataDir(dir: string): Promise<() => Promise<void>> {
-  const file = `${dir}/.ssdi.lock`;
+  const file = `${dir}/${LOCK}`;
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       await fs.writeFile(file, `${process.pid}\n`, { flag: 'wx' });
