@@ -181,6 +181,32 @@ function reportBlankIdentifiers(
   });
 }
 
+/** The upsert's checks of the matching values it finds a subject by: every one sent, none null, none blank. */
+function reportMatchingValues(
+  config: SubjectConfig,
+  items: readonly SentValue[],
+  changes: Map<string, StoredValue | null>,
+  base: string,
+  errors: ErrorCollector,
+): void {
+  reportBlankIdentifiers(config, items, changes, base, errors);
+  for (const k of config.matchingKeys) {
+    // A matching field sent with a bad value is already reported where it was sent.
+    if (!items.some((v) => v.key === k)) errors.add(base, `The matching field '${k}' is required.`);
+    else if (changes.get(k) === null) errors.add(base, `The matching field '${k}' cannot be null.`);
+  }
+}
+
+/**
+ * A new subject's required fields not sent; one sent as null or with a bad value is already reported where it
+ * was sent, a matching field by reportMatchingValues.
+ */
+function reportMissingRequired(config: SubjectConfig, items: readonly SentValue[], base: string, errors: ErrorCollector): void {
+  for (const f of config.fields)
+    if (f.required && !items.some((v) => v.key === f.key) && !config.matchingKeys.includes(f.key))
+      errors.add(base, `The required field '${f.key}' is missing.`);
+}
+
 function merge(current: Record<string, unknown>, changes: Map<string, StoredValue | null>): Record<string, unknown> {
   const next = { ...current };
   for (const [k, v] of changes) {
@@ -291,14 +317,9 @@ export async function upsertSubject(ctx: WriteContext, input: UpsertSubjectInput
   const config = await ctx.subjects.config(db, tenantId, principal.configVersion);
   const errors = new ErrorCollector();
   const changes = await parseValues(db, tenantId, config, input.customFieldValues, 'customFieldValues', errors);
-  reportBlankIdentifiers(config, input.customFieldValues, changes, 'customFieldValues', errors);
   // Without matching fields every subject would match every other one (D7 needs them to identify).
   if (config.matchingKeys.length === 0) throw new ConflictError('The tenant has no subject matching fields configured.');
-  for (const k of config.matchingKeys) {
-    // A matching field sent with a bad value is already reported where it was sent.
-    if (!input.customFieldValues.some((v) => v.key === k)) errors.add('customFieldValues', `The matching field '${k}' is required.`);
-    else if (changes.get(k) === null) errors.add('customFieldValues', `The matching field '${k}' cannot be null.`);
-  }
+  reportMatchingValues(config, input.customFieldValues, changes, 'customFieldValues', errors);
   errors.throwIfAny();
 
   const keys = input.structuralEntityKeys ?? undefined;
@@ -312,10 +333,7 @@ export async function upsertSubject(ctx: WriteContext, input: UpsertSubjectInput
       requirePermission(principal, 'Delete:SubjectLocation');
     }
     const problems = new ErrorCollector();
-    if (!existing) {
-      const missing = config.fields.filter((f) => f.required && !changes.has(f.key)).map((f) => f.key);
-      for (const k of missing) problems.add('customFieldValues', `The required field '${k}' is missing.`);
-    }
+    if (!existing) reportMissingRequired(config, input.customFieldValues, 'customFieldValues', problems);
     const entityIds = keys ? checkLocationKeys(keys, entities, assignable, 'structuralEntityKeys', problems) : undefined;
     problems.throwIfAny();
     // One statement writes the row, its index rows, its locations and the data version (P64).
@@ -341,7 +359,6 @@ export async function createSubjects(ctx: WriteContext, inputs: readonly UpsertS
   const { db, principal } = ctx;
   const tenantId = principal.tenantId;
   requirePermission(principal, 'Create:Subject');
-  if (inputs.some((s) => s.structuralEntityKeys?.length)) requirePermission(principal, 'Create:SubjectLocation');
   const config = await ctx.subjects.config(db, tenantId, principal.configVersion);
   if (config.matchingKeys.length === 0) throw new ConflictError('The tenant has no subject matching fields configured.');
   await write(db, async (trx) => {
@@ -354,12 +371,8 @@ export async function createSubjects(ctx: WriteContext, inputs: readonly UpsertS
       const base = `subjects[${i}]`;
       const parsed = parseSentValues(input.customFieldValues, config.byKey, `${base}.customFieldValues`, errors);
       users.push(...parsed.userRefs);
-      reportBlankIdentifiers(config, input.customFieldValues, parsed.values, `${base}.customFieldValues`, errors);
-      for (const f of config.fields) {
-        const v = parsed.values.get(f.key);
-        if ((f.required || config.matchingKeys.includes(f.key)) && (v === undefined || v === null))
-          errors.add(`${base}.customFieldValues`, `The required field '${f.key}' is missing.`);
-      }
+      reportMatchingValues(config, input.customFieldValues, parsed.values, `${base}.customFieldValues`, errors);
+      reportMissingRequired(config, input.customFieldValues, `${base}.customFieldValues`, errors);
       const ks = input.structuralEntityKeys ?? [];
       const rows = entities.filter((e) => ks.includes(e.key));
       const entityIds = checkLocationKeys(ks, rows, assignable, `${base}.structuralEntityKeys`, errors);
