@@ -190,4 +190,43 @@ describe('partial answers of a cold dataPointAggregatesChanged (P131)', () => {
       open();
     }
   });
+
+  // steps is warm (the first test): change reports flag some subjects' sets, whose re-fetch waits at the gate.
+  async function afterFlagging(identifiers: string[], to: string): Promise<number[]> {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    provider.always = { until: gate };
+    try {
+      for (const SubjectIdentifier of identifiers) {
+        const res = await t.provider.post(CHANGE, { SubjectIdentifier, DataExtractsOptionsValuesFilter: { metric: 'steps' } });
+        expect(res.status).toBe(200);
+      }
+      // Not awaited: the stream opens with its first answer, which waits for the gate.
+      const sub = new Subscriber<{ dataPointAggregatesChanged: Answer | null }>(app.url, await t.tenant.token(), SUBSCRIPTION, {
+        input: { ...input, to },
+      });
+      subscribers.push(sub);
+      // P132: what was fresh is not answered before the provider's first answer.
+      await sleep(300);
+      expect(answersOf(sub)).toEqual([]);
+      open();
+      await eventually(() => answersOf(sub).some((a) => a.coverage['pendingSubjectCount'] === 0), 10_000);
+      await sleep(PARTIAL_ANSWER_EVERY_MS + 500);
+      expect(sub.errors).toEqual([]);
+      return answersOf(sub).map((a) => a.coverage['pendingSubjectCount']!);
+    } finally {
+      open();
+      provider.always = undefined;
+    }
+  }
+
+  it('sends only the full answer when at most one provider call is missing', async () => {
+    expect(await afterFlagging(['E-01'], '2026-11-05')).toEqual([0]);
+  });
+
+  it('sends no partial answer before the provider answered when more is missing', async () => {
+    const pending = await afterFlagging(['E-05', 'E-06', 'E-07', 'E-08'], '2026-11-06');
+    expect(pending.at(-1)).toBe(0);
+    for (const p of pending.slice(0, -1)) expect(p).toBeGreaterThan(BATCH);
+  });
 });
