@@ -57,6 +57,10 @@ describe('npm start on an empty embedded database (D1)', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('starts the new data directory from the template npm run build made (P133)', () => {
+    expect(stdout).toContain('embedded database started from its template');
+  });
+
   it('prints a curl that gets a token and lists the demo subjects, then one for the structural entities', async () => {
     const lines = stdout.split('\n').map((l) => l.trim());
     const line = lines.find((l) => l.startsWith('TOKEN=$('));
@@ -268,6 +272,9 @@ describe('the demo credentials (issue 10)', () => {
           if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no banner:\n${out}`);
           await new Promise((r) => setTimeout(r, 200));
         }
+        // P133: the directory holds a database, which no template replaces.
+        expect(firstOut).toContain('embedded database started from its template');
+        expect(out).not.toContain('embedded database started from its template');
         expect(out).toContain('Demo tenant (embedded database).');
         expect(out).toContain('Client secret: demo-client-secret');
         expect(out).toContain(`http://127.0.0.1:${port}/api/v2/subject`);

@@ -31,6 +31,7 @@ export async function openMigratedDatabase(
     preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
     onPoolError: (err) => logger?.warn({ err: err.message }, 'database connection failed; the pool replaces it'),
     onWarning: (message) => logger?.warn(message),
+    onTemplateLoaded: (file) => logger?.info({ template: file }, 'embedded database started from its template'),
   });
   const deadline = Date.now() + config.STARTUP_TIMEOUT_MS;
   for (let attempt = 1, delay = 250; ; attempt++, delay = Math.min(delay * 2, 5_000)) {

@@ -48,6 +48,8 @@ export interface DatabaseOptions {
   pgliteTemplates?: string | undefined;
   /** Something went wrong that the service works around (an unusable template). */
   onWarning?: (message: string) => void;
+  /** PGlite: a new DATA_DIR was started from this template file. */
+  onTemplateLoaded?: (file: string) => void;
   /** Called with every executed statement (debugging, EXPLAIN evidence in docs and benches). */
   onQuery?: (sql: string, parameters: readonly unknown[], ms: number) => void;
 }
@@ -191,7 +193,12 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     const pglite = await openFromPgliteTemplate(
       opts.dataDir,
       (loadDataDir) => PGlite.create(opts.dataDir, { extensions: { pg_trgm }, ...(loadDataDir ? { loadDataDir } : {}) }),
-      { templates: opts.pgliteTemplates, keep: [LOCK], warn: opts.onWarning ?? ((m) => process.emitWarning(m)) },
+      {
+        templates: opts.pgliteTemplates,
+        keep: [LOCK],
+        warn: opts.onWarning ?? ((m) => process.emitWarning(m)),
+        loaded: opts.onTemplateLoaded,
+      },
     );
     const handle = await wrapPglite(pglite, opts);
     return { ...handle, close: () => handle.close().finally(release) };

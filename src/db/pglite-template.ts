@@ -46,7 +46,12 @@ export async function pgliteTemplatePath(dir = PGLITE_TEMPLATES): Promise<string
 export async function openFromPgliteTemplate<T>(
   dataDir: string,
   open: (loadDataDir?: Blob) => Promise<T>,
-  opts: { templates?: string | undefined; keep: readonly string[]; warn: (message: string) => void },
+  opts: {
+    templates?: string | undefined;
+    keep: readonly string[];
+    warn: (message: string) => void;
+    loaded?: ((file: string) => void) | undefined;
+  },
 ): Promise<T> {
   const mark = path.join(dataDir, LOADING);
   const clear = async () => {
@@ -55,9 +60,10 @@ export async function openFromPgliteTemplate<T>(
   };
   if (await exists(mark)) await clear();
   let template: Blob | undefined;
+  let file: string | undefined;
   try {
     const empty = (await fs.readdir(dataDir)).every((f) => opts.keep.includes(f));
-    const file = empty ? await pgliteTemplatePath(opts.templates) : undefined;
+    file = empty ? await pgliteTemplatePath(opts.templates) : undefined;
     // Read at once, not after a check: a concurrent build may remove an old template between the two.
     const bytes = file
       ? await fs.readFile(file).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? undefined : Promise.reject(e)))
@@ -78,6 +84,7 @@ export async function openFromPgliteTemplate<T>(
     return open();
   }
   await fs.rm(mark, { force: true });
+  opts.loaded?.(file!);
   return opened;
 }
 
