@@ -1313,6 +1313,9 @@ export function dashboardsMarkdown(r: DashboardsResult, database = ''): string {
   return lines.join('\n');
 }
 
+/** The default before run: issue 32's dashboards bench on the code as the issue found it, alone on the machine. */
+const BEFORE_ISSUE_32 = '2026-11-27-dashboards-before-alone';
+
 /** Every target of this run beside what the run in `beforeFile` measured for it (matched by the target's text). */
 function targetsBeforeAfter(before: readonly Target[], after: readonly Target[], beforeFile: string): string {
   const then = new Map(before.map((t) => [t.target, t]));
@@ -1352,11 +1355,13 @@ async function main() {
   const head = { label: process.env['BENCH_LABEL'] || undefined, machine: machineFacts(loadAtStart), ...codeFacts() };
   const database: DashboardsReport['database'] = databaseUrl ? 'postgres' : 'pglite';
   let table = `${provenance(head)}\n\n${dashboardsMarkdown(result, database)}`;
-  // BENCH_BEFORE=bench/results/<file>.json: a previous run's scale numbers beside these.
-  const beforeFile = process.env['BENCH_BEFORE'];
-  if (beforeFile && result.scale) {
-    const before = JSON.parse(await readFile(path.resolve(beforeFile), 'utf8')) as Partial<DashboardsReport>;
-    table += `\n\n${beforeAfterMarkdown(before.scale, result.scale, beforeFile)}\n\n${targetsBeforeAfter(before.targets ?? [], result.targets, beforeFile)}`;
+  // BENCH_BEFORE=bench/results/<file>.json: a previous run's numbers beside these; by default, for the 300k
+  // dataset, the run on the code as issue 32 found it (00631a8) on the same database; BENCH_BEFORE=none: none.
+  const beforeSetting =
+    process.env['BENCH_BEFORE'] || (result.scale?.dataset.name === '300k' ? `bench/results/${BEFORE_ISSUE_32}-${database}.json` : 'none');
+  if (beforeSetting !== 'none' && result.scale) {
+    const before = JSON.parse(await readFile(path.resolve(REPO, beforeSetting), 'utf8')) as Partial<DashboardsReport>;
+    table += `\n\n${beforeAfterMarkdown(before.scale, result.scale, beforeSetting)}\n\n${targetsBeforeAfter(before.targets ?? [], result.targets, beforeSetting)}`;
   }
   console.log(`\n${table}\n`);
   const report: DashboardsReport = {
