@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type DataPoint,
@@ -372,7 +373,7 @@ describe('get data points: data', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ ids: ['R-1:steps:2026-11-20'] }),
     });
-    expect(await res.json()).toEqual({ removed: ['R-1:steps:2026-11-20'] });
+    expect(await res.json()).toEqual({ removed: ['R-1:steps:2026-11-20'], neverServed: [] });
     const now = await page(url, bearer, body);
     expect(now.PageInfo.TotalCount).toBe(12);
     expect(now.Edges.map((e) => e.Node.Id)).toEqual(all.filter((id) => id !== 'R-1:steps:2026-11-15' && id !== 'R-1:steps:2026-11-20'));
@@ -384,6 +385,47 @@ describe('get data points: data', () => {
       body: '{"ids":"x"}',
     });
     expect(bad.status).toBe(400);
+  });
+
+  it('names the removed ids no series of the subject could hold (another subject, metric, a bad or future date)', async () => {
+    const res = await fetch(`${url}/admin/subjects/R-1/remove`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        ids: ['R-1:sleep:2026-11-02', 'R-2:steps:2026-11-02', 'R-1:weight:2026-11-02', 'R-1:steps:2026-02-30', 'R-1:steps:2999-01-01', 'x'],
+      }),
+    });
+    expect(await res.json()).toEqual({
+      removed: [
+        'R-1:sleep:2026-11-02',
+        'R-2:steps:2026-11-02',
+        'R-1:weight:2026-11-02',
+        'R-1:steps:2026-02-30',
+        'R-1:steps:2999-01-01',
+        'x',
+      ],
+      neverServed: ['R-2:steps:2026-11-02', 'R-1:weight:2026-11-02', 'R-1:steps:2026-02-30', 'R-1:steps:2999-01-01', 'x'],
+    });
+    // npm run provider:notify says so before it notifies the service (unreachable here: it then fails). P134
+    const out = await new Promise<string>((resolve) =>
+      execFile(
+        process.execPath,
+        [
+          'dist/src/cli/provider-notify.js',
+          '--subject',
+          'R-1',
+          '--remove',
+          'R-1:steps:2999-01-01',
+          '--provider',
+          url,
+          '--service',
+          'http://127.0.0.1:9',
+        ],
+        (_e, stdout, stderr) => resolve(stdout + stderr),
+      ),
+    );
+    expect(out).toContain("provider: note: 'R-1:steps:2999-01-01' is no data point the provider ever served for R-1");
+    expect(out).toContain('cannot reach http://127.0.0.1:9');
   });
 
   it('counts calls in stats', async () => {

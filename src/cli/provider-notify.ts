@@ -175,8 +175,13 @@ async function main(): Promise<number> {
     console.log(`provider: ${args.subject} is now at revision ${bumped.revision}`);
   }
   if (args.remove.length > 0) {
-    await must('remove', `${subjectPath}/remove`, jsonInit({ ids: args.remove }));
+    const answer = (await must('remove', `${subjectPath}/remove`, jsonInit({ ids: args.remove }))) as { neverServed?: string[] };
     console.log(`provider: removed ${args.remove.join(', ')}`);
+    for (const id of answer.neverServed ?? [])
+      console.log(
+        `provider: note: '${id}' is no data point the provider ever served for ${args.subject} (its ids read ` +
+          `${args.subject}:<steps|heartRate|sleep>:<yyyy-MM-dd up to today>); the removal is sent anyway and changes nothing`,
+      );
   }
   const newPoints = args.bump ? await providerPoints(args) : [];
 

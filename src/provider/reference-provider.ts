@@ -75,6 +75,19 @@ export interface ReferenceProvider {
 }
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
+
+/** Whether some series of this provider could hold `id` for `subject`: `<subject>:<metric>:<a date up to today>`. */
+function servable(subject: string, id: string, today: string): boolean {
+  if (!id.startsWith(`${subject}:`)) return false;
+  const [metric, date, ...rest] = id.slice(subject.length + 1).split(':');
+  return (
+    rest.length === 0 &&
+    (METRICS as readonly string[]).includes(metric!) &&
+    DATE.test(date ?? '') &&
+    addDays(date!, 0) === date &&
+    date! <= today
+  );
+}
 const MAX_PAGE = 1000;
 /** Bounds one request's work: subjects × days points are generated and sorted in memory. */
 const MAX_SUBJECTS = 1000;
@@ -418,7 +431,11 @@ export function createReferenceProvider(opts: ReferenceProviderOptions = {}): Re
   app.post('/admin/subjects/:subjectIdentifier/remove', express.json(), (req, res) => {
     const parsed = removeSchema.safeParse(req.body);
     if (!parsed.success) return badRequest(res, fieldErrors(parsed.error.issues));
-    res.json({ removed: removePoints(req.params['subjectIdentifier']!, parsed.data.ids) });
+    const subject = req.params['subjectIdentifier']!;
+    const removed = removePoints(subject, parsed.data.ids);
+    // Hidden all the same (harmless), but named: a removal of an id no series holds is most likely a typo.
+    const today = opts.anchorDate ?? new Date().toISOString().slice(0, 10);
+    res.json({ removed, neverServed: removed.filter((id) => !servable(subject, id, today)) });
   });
 
   const missingSchema = z.object({ missing: z.boolean().default(true) }).prefault({});
