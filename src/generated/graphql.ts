@@ -17,22 +17,32 @@ export type AggregateInterval =
   | 'WEEK'
   | 'YEAR';
 
+/** The accepted values of one custom field. */
 export type CustomFieldFilterValues = {
+  /** Key of the custom field. */
   key: string;
+  /** Accepted values as text; one matching is enough. */
   values: Array<string>;
 };
 
+/** How the keys of a custom field filter combine. */
 export type CustomFieldMatch =
+  /** Every key matches one of its values. */
   | 'EXACT_ALL'
+  /** At least one key matches one of its values. */
   | 'EXACT_ANY';
 
+/** A filter on custom field values, exact match on the canonical text (D7). */
 export type CustomFieldValueFilterInput = {
   /** EXACT_ALL (default): every key matches; EXACT_ANY: one does. */
   match?: CustomFieldMatch | null | undefined;
+  /** One entry per custom field key. */
   values?: Array<CustomFieldFilterValues> | null | undefined;
 };
 
+/** A custom field value as sent. */
 export type CustomFieldValueInput = {
+  /** Key of the custom field on the structure type or subject configuration. */
   key: string;
   /** As sent over REST: {"<DataType>": {"value": ...}}, an array of those for an array field, or null to clear. */
   value?: unknown;
@@ -111,8 +121,11 @@ export type InviteSubjectToPortalInput = {
   subjectId: string | number;
 };
 
+/** Which way a list runs in its orderBy key. */
 export type OrderDirection =
+  /** Smallest first; missing values last. */
   | 'ASCENDING'
+  /** The exact reverse of ASCENDING. */
   | 'DESCENDING';
 
 export type RefreshDataSetInput = {
@@ -126,25 +139,31 @@ export type RemoveSubjectPortalAccessInput = {
   thirdPartyUserEmails?: Array<string> | null | undefined;
 };
 
+/** A subject and structural entity keys to add or remove as its locations. */
 export type SubjectLocationsInput = {
+  /** Keys of the structural entities. */
   keys: Array<string>;
   /** The subject UUID (or its global id). */
   subjectId: string | number;
 };
 
+/** Custom fields to set on a subject. */
 export type UpdateSubjectInput = {
   /** Alias of customFields, as the REST body accepts it. */
   customFieldValues?: Array<CustomFieldValueInput> | null | undefined;
   /** The fields to set (this or customFieldValues is required). */
   customFields?: Array<CustomFieldValueInput> | null | undefined;
+  /** The subject UUID (or its global id). */
   id: string | number;
 };
 
+/** An entity to create or update, by key (D8). */
 export type UpsertStructuralEntityInput = {
   /** Sets the listed fields, keeps the others; a null value clears. */
   customFieldValues?: Array<CustomFieldValueInput> | null | undefined;
   /** Required on create; absent keeps the value. */
   displayName?: string | null | undefined;
+  /** Unique key: updates the entity with this key, or creates it. */
   key: string;
   /** Absent keeps the parent; null moves the entity to the top. */
   parentKey?: string | null | undefined;
@@ -152,6 +171,7 @@ export type UpsertStructuralEntityInput = {
   structureTypeKey?: string | null | undefined;
 };
 
+/** A subject to create or update, found by its matching fields (D7). */
 export type UpsertSubjectInput = {
   /** Must hold the matching fields. */
   customFieldValues: Array<CustomFieldValueInput>;

@@ -6,6 +6,7 @@ import ScopeAuthPlugin from '@pothos/plugin-scope-auth';
 import type { Context } from './context.js';
 import { type Permission, hasPermission, isNodeType, requireNodePermission } from '../core/permissions.js';
 import { ForbiddenError, ValidationError } from '../core/errors.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../db/paging.js';
 
 /** nodes(ids) takes at most this many ids (its cost counts them all). */
 export const MAX_NODE_IDS = 100;
@@ -44,12 +45,32 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
   // selection by their page size (connections.ts). Numbers, not functions, elsewhere: a function makes the
   // rule decode a field's arguments during validation (a bad global id would then fail the whole request).
   complexity: { defaultComplexity: 1, defaultListMultiplier: 1 },
+  // Descriptions of what the relay plugin generates: the contract's paging words (D6).
   relay: {
     clientMutationId: 'omit',
     cursorType: 'String',
-    edgesFieldOptions: { nullable: false },
-    nodeFieldOptions: { nullable: false },
+    nodeTypeOptions: { description: 'An object with a global id, fetchable by node and nodes.' },
+    idFieldOptions: { description: 'Global id: opaque and stable; node and nodes take it.' },
+    defaultConnectionTypeOptions: { description: 'One page of a list, and where it lies in the list.' },
+    defaultEdgeTypeOptions: { description: 'One item of a page, with its cursor.' },
+    edgesFieldOptions: { nullable: false, description: "The page's items, in the list's order." },
+    pageInfoFieldOptions: { description: 'Where the page lies in the list.' },
+    nodeFieldOptions: { nullable: false, description: 'The item.' },
+    cursorFieldOptions: { description: "Opaque position of the item in the list's ordering; after and before take it." },
+    pageInfoTypeOptions: { description: 'Where a page lies in its list.' },
+    hasNextPageFieldOptions: { description: 'Whether items follow the page (exact, whichever way it was paged).' },
+    hasPreviousPageFieldOptions: { description: 'Whether items precede the page (exact, whichever way it was paged).' },
+    startCursorFieldOptions: { description: "The first item's cursor; null on an empty page." },
+    endCursorFieldOptions: { description: "The last item's cursor; null on an empty page." },
+    firstArgOptions: {
+      description: `Take the first this many items (0–${MAX_PAGE_SIZE}); ${DEFAULT_PAGE_SIZE} when neither first nor last is given.`,
+    },
+    lastArgOptions: { description: `Take the last this many items (0–${MAX_PAGE_SIZE}).` },
+    afterArgOptions: { description: 'Cursor: items after this one.' },
+    beforeArgOptions: { description: 'Cursor: items before this one.' },
     nodeQueryOptions: {
+      description: 'The node with this global id; null when there is none.',
+      args: { id: { description: 'A global id.' } },
       // A global id of a type that is not a node answers like an unknown id: null.
       resolve: (_root, { id }, ctx, _info, resolveNode) => {
         if (!isNodeType(id.typename)) return null;
@@ -59,6 +80,7 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
     },
     nodesQueryOptions: {
       description: `Nodes by global id, at most ${MAX_NODE_IDS}.`,
+      args: { ids: { description: `Global ids, at most ${MAX_NODE_IDS}.` } },
       complexity: { field: 1, multiplier: MAX_NODE_IDS },
       // Per item: an id of no node type is null, a forbidden one an error at that item (an Error as a
       // list item), never a failure of the whole list.
@@ -85,6 +107,6 @@ export const builder = new SchemaBuilder<SchemaTypeParams>({
   },
 });
 
-builder.queryType({});
-builder.mutationType({});
-builder.subscriptionType({});
+builder.queryType({ description: 'Reads.' });
+builder.mutationType({ description: 'Writes.' });
+builder.subscriptionType({ description: 'Live updates.' });

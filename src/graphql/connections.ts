@@ -3,7 +3,11 @@ import { type Types, builder } from './builder.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../db/paging.js';
 
 export const OrderDirectionEnum = builder.enumType('OrderDirection', {
-  values: { ASCENDING: { value: 'ASCENDING' }, DESCENDING: { value: 'DESCENDING' } } as const,
+  description: 'Which way a list runs in its orderBy key.',
+  values: {
+    ASCENDING: { value: 'ASCENDING', description: 'Smallest first; missing values last.' },
+    DESCENDING: { value: 'DESCENDING', description: 'The exact reverse of ASCENDING.' },
+  } as const,
 });
 
 builder.globalConnectionField('totalCount', (t) =>
@@ -31,6 +35,6 @@ export const SEARCH_COST = 2000;
 export function orderArgs(arg: ArgBuilder<Types>) {
   return {
     orderBy: arg.string({ description: 'Key of the field to order by (D6).' }),
-    orderDirection: arg({ type: OrderDirectionEnum }),
+    orderDirection: arg({ type: OrderDirectionEnum, description: 'ASCENDING when not given.' }),
   };
 }
