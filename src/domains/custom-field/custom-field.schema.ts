@@ -15,13 +15,16 @@ export interface CustomFieldValueShape {
 }
 
 export const CustomFieldRef = builder.objectRef<FieldDef>('CustomField').implement({
+  description: 'A custom field of a structure type or of the subject configuration.',
   fields: (t) => ({
-    key: t.exposeString('key'),
-    name: t.exposeString('name'),
+    key: t.exposeString('key', { description: 'Key of the custom field.' }),
+    name: t.exposeString('name', { description: 'Display name.' }),
     type: t.exposeString('type', { description: 'The label the contract returns as Field.Type.' }),
-    dataType: t.exposeString('dataType'),
-    required: t.exposeBoolean('required'),
-    isArray: t.exposeBoolean('isArray'),
+    dataType: t.exposeString('dataType', {
+      description: 'Data type name: Boolean, String, Integer, Decimal, DateTime, Date, Time or UserIdentifier.',
+    }),
+    required: t.exposeBoolean('required', { description: 'Whether a value is required.' }),
+    isArray: t.exposeBoolean('isArray', { description: 'Subject fields only: the field holds a list of values.' }),
   }),
 });
 
@@ -29,23 +32,29 @@ export const CustomFieldRef = builder.objectRef<FieldDef>('CustomField').impleme
 // property inline; a resolver per value (even `v => v.field`) costs closures and a result callback per
 // call, most of a subject list's allocation (P69).
 const TypedValueRef = builder.objectRef<TypedValue>('TypedValue').implement({
+  description: 'One custom field value with its data type.',
   fields: (t) => ({
-    dataType: t.exposeString('dataType'),
+    dataType: t.exposeString('dataType', { description: 'Data type name, for example String.' }),
     value: t.expose('value', { type: 'JSON', description: 'The typed JSON value.' }),
     valueText: t.exposeString('valueText', { description: 'Canonical text (D7).' }),
   }),
 });
 
 export const CustomFieldValueRef = builder.objectRef<CustomFieldValueShape>('CustomFieldValue').implement({
+  description: 'The value(s) of one custom field; fields without a value are left out.',
   fields: (t) => ({
-    field: t.expose('field', { type: CustomFieldRef }),
+    field: t.expose('field', { type: CustomFieldRef, description: 'The custom field.' }),
     values: t.expose('values', { type: [TypedValueRef], description: 'One element for a single-value field.' }),
   }),
 });
 
 export const CustomFieldValueInput = builder.inputType('CustomFieldValueInput', {
+  description: 'A custom field value as sent.',
   fields: (t) => ({
-    key: t.string({ required: true }),
+    key: t.string({
+      required: true,
+      description: 'Key of the custom field on the structure type or subject configuration.',
+    }),
     value: t.field({
       type: 'JSON',
       description: 'As sent over REST: {"<DataType>": {"value": ...}}, an array of those for an array field, or null to clear.',

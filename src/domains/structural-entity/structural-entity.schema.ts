@@ -12,17 +12,20 @@ export const StructureTypeRef = builder.loadableObject('StructureType', {
     const types = await ctx.structureTypes(ctx.db, ctx.principal.tenantId, ctx.principal.configVersion);
     return keys.map((k) => types.get(k) ?? new Error(`Unknown structure type '${k}'.`));
   },
+  description: 'The type of a structural entity, with its custom fields.',
   fields: (t) => ({
-    key: t.exposeString('key'),
-    name: t.exposeString('name'),
-    subjectAssignable: t.exposeBoolean('subject_assignable'),
-    customFields: t.field({ type: [CustomFieldRef], resolve: (st) => st.fields }),
+    key: t.exposeString('key', { description: 'Unique key of the structure type.' }),
+    name: t.exposeString('name', { description: 'Display name.' }),
+    subjectAssignable: t.exposeBoolean('subject_assignable', {
+      description: 'Whether subjects may be placed on entities of this type.',
+    }),
+    customFields: t.field({ type: [CustomFieldRef], description: 'Custom fields of entities of this type.', resolve: (st) => st.fields }),
   }),
 });
 
 // A ref first, implemented below: the type refers to itself (parent, children).
 export const StructuralEntityRef = builder.loadableNodeRef('StructuralEntity', {
-  id: { resolve: (e: StructuralEntityRow) => e.key },
+  id: { resolve: (e: StructuralEntityRow) => e.key, description: 'Global id (from the key).' },
   load: (keys: string[], ctx: Context) => findEntitiesByKeys(ctx.db, ctx.principal.tenantId, keys),
   sort: (e) => e.key,
 });
@@ -30,15 +33,22 @@ export const StructuralEntityRef = builder.loadableNodeRef('StructuralEntity', {
 export const StructuralEntityConnection = builder.connectionObject({ type: StructuralEntityRef, name: 'StructuralEntityConnection' });
 
 StructuralEntityRef.implement({
+  description: "A node of the tenant's structure tree, identified by its unique key.",
   fields: (t) => ({
-    key: t.exposeString('key'),
-    displayName: t.exposeString('display_name'),
+    key: t.exposeString('key', { description: 'Unique key.' }),
+    displayName: t.exposeString('display_name', { description: 'Display name.' }),
     depth: t.exposeInt('depth', { description: '1 at the top; parent + 1 below.' }),
-    parentKey: t.exposeString('parent_key', { nullable: true }),
-    parent: t.field({ type: StructuralEntityRef, nullable: true, resolve: (e) => e.parent_key }),
-    structureType: t.field({ type: StructureTypeRef, resolve: (e) => e.structure_type_key }),
+    parentKey: t.exposeString('parent_key', { nullable: true, description: 'Key of the parent; null at the top.' }),
+    parent: t.field({
+      type: StructuralEntityRef,
+      nullable: true,
+      description: 'The parent; null at the top.',
+      resolve: (e) => e.parent_key,
+    }),
+    structureType: t.field({ type: StructureTypeRef, description: 'The structure type.', resolve: (e) => e.structure_type_key }),
     customFieldValues: t.field({
       type: [CustomFieldValueRef],
+      description: 'Custom field values in field order, leaving out fields without a value.',
       resolve: async (e, _args, ctx) => {
         const type = await StructureTypeRef.getDataloader(ctx).load(e.structure_type_key);
         return customFieldValues(type.fields, e.custom_values);
@@ -49,6 +59,7 @@ StructuralEntityRef.implement({
         complexity: pageComplexity,
         type: StructuralEntityRef,
         nullable: true,
+        description: 'The direct children (List:StructuralEntity).',
         authScopes: { permission: 'List:StructuralEntity' },
         args: orderArgs(t.arg),
         resolve: (e, args, ctx) => listEntities(ctx, { parentKey: e.key }, args),
@@ -64,13 +75,14 @@ builder.queryFields((t) => ({
       complexity: pageComplexity,
       type: StructuralEntityRef,
       nullable: true,
+      description: 'Structural entities, all filters optional (List:StructuralEntity).',
       authScopes: { permission: 'List:StructuralEntity' },
       args: {
-        parentKey: t.arg.string(),
-        depth: t.arg.int(),
-        searchTerm: t.arg.string(),
-        subjectAssignable: t.arg.boolean(),
-        structureTypeKey: t.arg.string(),
+        parentKey: t.arg.string({ description: 'Only direct children of this entity.' }),
+        depth: t.arg.int({ description: 'Only entities at this depth (1 at the top).' }),
+        searchTerm: t.arg.string({ description: 'Fuzzy search on key and display name.' }),
+        subjectAssignable: t.arg.boolean({ description: "Only entities whose structure type's subjectAssignable is this." }),
+        structureTypeKey: t.arg.string({ description: 'Only entities of this structure type.' }),
         ...orderArgs(t.arg),
       },
       resolve: (_root, args, ctx) => listEntities(ctx, args, args),
@@ -80,15 +92,17 @@ builder.queryFields((t) => ({
   structuralEntity: t.field({
     type: StructuralEntityRef,
     nullable: true,
+    description: 'One structural entity by key; null when there is none (View:StructuralEntity).',
     authScopes: { permission: 'View:StructuralEntity' },
-    args: { key: t.arg.string({ required: true }) },
+    args: { key: t.arg.string({ required: true, description: 'Key of the entity.' }) },
     resolve: (_root, args) => args.key,
   }),
 }));
 
 const UpsertStructuralEntityInput = builder.inputType('UpsertStructuralEntityInput', {
+  description: 'An entity to create or update, by key (D8).',
   fields: (t) => ({
-    key: t.string({ required: true }),
+    key: t.string({ required: true, description: 'Unique key: updates the entity with this key, or creates it.' }),
     displayName: t.string({ description: 'Required on create; absent keeps the value.' }),
     parentKey: t.string({ description: 'Absent keeps the parent; null moves the entity to the top.' }),
     structureTypeKey: t.string({ description: 'Required on create; absent keeps the type.' }),
@@ -102,9 +116,10 @@ const UpsertStructuralEntityInput = builder.inputType('UpsertStructuralEntityInp
 const UpsertStructuralEntityPayload = builder
   .objectRef<{ entity: StructuralEntityRow; created: boolean }>('UpsertStructuralEntityPayload')
   .implement({
+    description: 'The result of upsertStructuralEntity.',
     fields: (t) => ({
-      structuralEntity: t.field({ type: StructuralEntityRef, resolve: (p) => p.entity }),
-      created: t.exposeBoolean('created'),
+      structuralEntity: t.field({ type: StructuralEntityRef, description: 'The entity as stored.', resolve: (p) => p.entity }),
+      created: t.exposeBoolean('created', { description: 'True when the entity was created, false when updated.' }),
     }),
   });
 
@@ -113,7 +128,7 @@ builder.mutationFields((t) => ({
     type: UpsertStructuralEntityPayload,
     nullable: true,
     description: 'Creates (Create:StructuralEntity) or updates (Edit:StructuralEntity) an entity by key (D8).',
-    args: { input: t.arg({ type: UpsertStructuralEntityInput, required: true }) },
+    args: { input: t.arg({ type: UpsertStructuralEntityInput, required: true, description: 'The entity.' }) },
     resolve: (_root, { input }, ctx) =>
       upsertStructuralEntity(ctx, input, {
         authorize: (exists) => requirePermission(ctx.principal, exists ? 'Edit:StructuralEntity' : 'Create:StructuralEntity'),

@@ -50,7 +50,7 @@ export function subjectUuid(id: string): string {
 }
 
 export const SubjectRef = builder.loadableNodeRef('Subject', {
-  id: { resolve: (s: SubjectRow) => s.id },
+  id: { resolve: (s: SubjectRow) => s.id, description: 'Global id (from the subject UUID).' },
   load: (ids: string[], ctx: Context) => findSubjectsByIds(ctx.db, ctx.principal.tenantId, ids),
   sort: (s) => s.id,
 });
@@ -70,11 +70,13 @@ async function subjectLocations(ctx: Context, subject: SubjectRow, args: PageArg
 }
 
 SubjectRef.implement({
+  description: 'A subject: a person or thing the tenant tracks, with custom field values and locations.',
   fields: (t) => ({
     subjectId: t.exposeString('id', { description: "The service's subject identifier (UUID)." }),
-    externalId: t.exposeString('external_id', { nullable: true }),
+    externalId: t.exposeString('external_id', { nullable: true, description: 'External identifier.' }),
     customFieldValues: t.field({
       type: [CustomFieldValueRef],
+      description: 'Custom field values in field order, leaving out fields without a value.',
       resolve: (s, _args, ctx) => {
         const config = loadedSubjectConfig(ctx);
         return config ? customFieldValues(config.fields, s.values) : subjectConfig(ctx).then((c) => customFieldValues(c.fields, s.values));
@@ -84,6 +86,7 @@ SubjectRef.implement({
       {
         type: StructuralEntityRef,
         complexity: pageComplexity,
+        description: "The subject's locations: the structural entities it is placed on.",
         args: orderArgs(t.arg),
         resolve: (s, args, ctx) => subjectLocations(ctx, s, args),
       },
@@ -93,17 +96,27 @@ SubjectRef.implement({
 });
 
 const CustomFieldMatchEnum = builder.enumType('CustomFieldMatch', {
-  values: { EXACT_ALL: { value: 'EXACT_ALL' }, EXACT_ANY: { value: 'EXACT_ANY' } } as const,
+  description: 'How the keys of a custom field filter combine.',
+  values: {
+    EXACT_ALL: { value: 'EXACT_ALL', description: 'Every key matches one of its values.' },
+    EXACT_ANY: { value: 'EXACT_ANY', description: 'At least one key matches one of its values.' },
+  } as const,
 });
 
 export const CustomFieldValueFilterInput = builder.inputType('CustomFieldValueFilterInput', {
+  description: 'A filter on custom field values, exact match on the canonical text (D7).',
   fields: (t) => ({
     values: t.field({
       type: [
         builder.inputType('CustomFieldFilterValues', {
-          fields: (f) => ({ key: f.string({ required: true }), values: f.stringList({ required: true }) }),
+          description: 'The accepted values of one custom field.',
+          fields: (f) => ({
+            key: f.string({ required: true, description: 'Key of the custom field.' }),
+            values: f.stringList({ required: true, description: 'Accepted values as text; one matching is enough.' }),
+          }),
         }),
       ],
+      description: 'One entry per custom field key.',
     }),
     match: t.field({ type: CustomFieldMatchEnum, description: 'EXACT_ALL (default): every key matches; EXACT_ANY: one does.' }),
   }),
@@ -112,7 +125,7 @@ export const CustomFieldValueFilterInput = builder.inputType('CustomFieldValueFi
 const subjectFilterArgs = (arg: ArgBuilder<Types>) => ({
   includeDescendants: arg.boolean({ description: 'Also subjects located anywhere below the given entities.' }),
   searchTerm: arg.string({ description: 'Typo-tolerant search over ExternalId and String values; best match first.' }),
-  customFieldValueFilter: arg({ type: CustomFieldValueFilterInput }),
+  customFieldValueFilter: arg({ type: CustomFieldValueFilterInput, description: 'Only subjects whose custom field values match.' }),
 });
 
 builder.queryFields((t) => ({
@@ -121,8 +134,13 @@ builder.queryFields((t) => ({
       complexity: pageComplexity,
       type: SubjectRef,
       nullable: true,
+      description: 'Subjects the caller may see (List:Subject, D9).',
       authScopes: { permission: 'List:Subject' },
-      args: { structuralEntityKeys: t.arg.stringList(), ...subjectFilterArgs(t.arg), ...orderArgs(t.arg) },
+      args: {
+        structuralEntityKeys: t.arg.stringList({ description: 'Only subjects located on one of these entities.' }),
+        ...subjectFilterArgs(t.arg),
+        ...orderArgs(t.arg),
+      },
       resolve: (_root, args, ctx) => listSubjects(ctx, args, args),
     },
     SubjectConnection,
@@ -130,6 +148,7 @@ builder.queryFields((t) => ({
   subject: t.field({
     type: SubjectRef,
     nullable: true,
+    description: 'One subject by id; null when there is none (View:Subject).',
     authScopes: { permission: 'View:Subject' },
     args: { id: t.arg.id({ required: true, description: 'The subject UUID (or its global id).' }) },
     resolve: (_root, args) => subjectUuid(args.id),
@@ -142,6 +161,7 @@ builder.objectField(StructuralEntityRef, 'subjects', (t) =>
       complexity: pageComplexity,
       type: SubjectRef,
       nullable: true,
+      description: 'Subjects located on this entity (List:Subject, D9).',
       authScopes: { permission: 'List:Subject' },
       args: { ...subjectFilterArgs(t.arg), ...orderArgs(t.arg) },
       resolve: (e, args, ctx) => listSubjects(ctx, { ...args, structuralEntityKeys: [e.key] }, args),
@@ -151,6 +171,7 @@ builder.objectField(StructuralEntityRef, 'subjects', (t) =>
 );
 
 const UpsertSubjectInput = builder.inputType('UpsertSubjectInput', {
+  description: 'A subject to create or update, found by its matching fields (D7).',
   fields: (t) => ({
     customFieldValues: t.field({ type: [CustomFieldValueInput], required: true, description: 'Must hold the matching fields.' }),
     structuralEntityKeys: t.stringList({ description: "When given, replaces the subject's locations ([] removes all)." }),
@@ -158,16 +179,18 @@ const UpsertSubjectInput = builder.inputType('UpsertSubjectInput', {
 });
 
 const SubjectPayload = builder.objectRef<{ subject: SubjectRow; created?: boolean }>('SubjectPayload').implement({
+  description: 'The result of a subject mutation.',
   fields: (t) => ({
-    subject: t.field({ type: SubjectRef, resolve: (p) => p.subject }),
+    subject: t.field({ type: SubjectRef, description: 'The subject as stored.', resolve: (p) => p.subject }),
     created: t.boolean({ description: 'True when the call created the subject.', resolve: (p) => p.created ?? false }),
   }),
 });
 
 const SubjectLocationsInput = builder.inputType('SubjectLocationsInput', {
+  description: 'A subject and structural entity keys to add or remove as its locations.',
   fields: (t) => ({
     subjectId: t.id({ required: true, description: 'The subject UUID (or its global id).' }),
-    keys: t.stringList({ required: true }),
+    keys: t.stringList({ required: true, description: 'Keys of the structural entities.' }),
   }),
 });
 
@@ -176,7 +199,7 @@ builder.mutationFields((t) => ({
     type: SubjectPayload,
     nullable: true,
     description: 'Finds the subject by its matching fields and updates it (Edit:Subject), or creates it (Create:Subject) (D7).',
-    args: { input: t.arg({ type: UpsertSubjectInput, required: true }) },
+    args: { input: t.arg({ type: UpsertSubjectInput, required: true, description: 'The subject.' }) },
     resolve: (_root, { input }, ctx) => upsertSubject(ctx, input),
   }),
   updateSubject: t.field({
@@ -186,8 +209,9 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('UpdateSubjectInput', {
+          description: 'Custom fields to set on a subject.',
           fields: (f) => ({
-            id: f.id({ required: true }),
+            id: f.id({ required: true, description: 'The subject UUID (or its global id).' }),
             customFields: f.field({
               type: [CustomFieldValueInput],
               description: 'The fields to set (this or customFieldValues is required).',
@@ -199,6 +223,7 @@ builder.mutationFields((t) => ({
           }),
         }),
         required: true,
+        description: 'The subject and its fields.',
       }),
     },
     resolve: async (_root, { input }, ctx) => {
@@ -214,14 +239,14 @@ builder.mutationFields((t) => ({
     type: SubjectPayload,
     nullable: true,
     description: 'Adds locations (Create:SubjectLocation).',
-    args: { input: t.arg({ type: SubjectLocationsInput, required: true }) },
+    args: { input: t.arg({ type: SubjectLocationsInput, required: true, description: 'The subject and entity keys.' }) },
     resolve: async (_root, { input }, ctx) => ({ subject: await addSubjectLocations(ctx, subjectUuid(input.subjectId), input.keys) }),
   }),
   removeSubjectFromStructuralEntities: t.field({
     type: SubjectPayload,
     nullable: true,
     description: 'Removes locations (Delete:SubjectLocation); keys that are not locations are ignored.',
-    args: { input: t.arg({ type: SubjectLocationsInput, required: true }) },
+    args: { input: t.arg({ type: SubjectLocationsInput, required: true, description: 'The subject and entity keys.' }) },
     resolve: async (_root, { input }, ctx) => ({ subject: await removeSubjectLocations(ctx, subjectUuid(input.subjectId), input.keys) }),
   }),
 }));

@@ -32,9 +32,10 @@ const groupEntitiesLoader = createContextCache(
 );
 
 const UserGroupRef = builder.objectRef<Group>('UserGroup').implement({
+  description: 'A user group; its structural entities decide what its users may see (D9).',
   fields: (t) => ({
-    key: t.exposeString('key'),
-    name: t.exposeString('name'),
+    key: t.exposeString('key', { description: 'Unique key of the group.' }),
+    name: t.exposeString('name', { description: 'Display name.' }),
     structuralEntities: t.field({
       type: [StructuralEntityRef],
       nullable: true,
@@ -48,12 +49,17 @@ const UserGroupRef = builder.objectRef<Group>('UserGroup').implement({
 export const UserRef = builder.loadableObject('User', {
   load: (ids: string[], ctx: Context) => findUsersByIds(ctx.db, ctx.principal.tenantId, ids),
   sort: (u) => u.id,
+  description: 'A user of the tenant.',
   fields: (t) => ({
-    id: t.exposeString('id'),
-    displayName: t.exposeString('display_name'),
-    email: t.exposeString('email', { nullable: true }),
-    active: t.exposeBoolean('active'),
-    groups: t.field({ type: [UserGroupRef], resolve: (u, _args, ctx) => groupsLoader(ctx).load(u.id) }),
+    id: t.exposeString('id', { description: "The user's identifier." }),
+    displayName: t.exposeString('display_name', { description: 'Display name.' }),
+    email: t.exposeString('email', { nullable: true, description: 'E-mail address, when known.' }),
+    active: t.exposeBoolean('active', { description: 'False for an inactive user.' }),
+    groups: t.field({
+      type: [UserGroupRef],
+      description: 'The groups the user belongs to.',
+      resolve: (u, _args, ctx) => groupsLoader(ctx).load(u.id),
+    }),
   }),
 });
 
@@ -69,6 +75,7 @@ builder.queryFields((t) => ({
     {
       type: UserRef,
       nullable: true,
+      description: 'Users of the tenant, active only by default.',
       complexity: pageComplexity,
       authScopes: { permission: 'List:User' },
       args: {
