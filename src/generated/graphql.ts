@@ -114,6 +114,7 @@ export type DataRemovalInput = {
   subjectIdentifier: string;
 };
 
+/** A subject and whom to invite to its portal. */
 export type InviteSubjectToPortalInput = {
   /** Third-party e-mail addresses; absent or null: self access. */
   emails?: Array<string> | null | undefined;
@@ -132,6 +133,7 @@ export type RefreshDataSetInput = {
   dataExtractKey: string;
 };
 
+/** A subject and whose portal access to remove. */
 export type RemoveSubjectPortalAccessInput = {
   /** The subject UUID (or its global id). */
   subjectId: string | number;

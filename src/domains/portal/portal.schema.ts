@@ -13,11 +13,11 @@ import { inviteToPortal, removePortalAccess } from './portal.service.js';
 export const PortalUserRef = builder.objectRef<PortalUserRow>('PortalUser').implement({
   description: 'A user with access to a subject through the subject portal (D9).',
   fields: (t) => ({
-    id: t.exposeID('id'),
+    id: t.exposeID('id', { description: 'Identifier of the portal user.' }),
     displayName: t.exposeString('display_name', {
       description: "Self access: the subject's display name; third party: the e-mail address.",
     }),
-    email: t.exposeString('email'),
+    email: t.exposeString('email', { description: 'An e-mail address.' }),
     inviteMethod: t.exposeString('invite_method', { description: 'SelfAccess or ThirdParty.' }),
   }),
 });
@@ -66,6 +66,7 @@ builder.objectField(SubjectRef, 'portalUsers', (t) =>
 );
 
 const MailStatusEnum = builder.enumType('MailStatus', {
+  description: 'Delivery state of an invitation mail.',
   values: {
     PENDING: { value: 'pending', description: 'Queued or waiting for its next attempt.' },
     SENT: { value: 'sent', description: 'Accepted by the SMTP server (or logged, without SMTP_URL).' },
@@ -77,24 +78,36 @@ const MailStatusEnum = builder.enumType('MailStatus', {
 const OutboxMailRef = builder.objectRef<MailOutboxRow>('OutboxMail').implement({
   description: 'One invitation mail in the outbox.',
   fields: (t) => ({
-    id: t.exposeID('id'),
+    id: t.exposeID('id', { description: 'Identifier of the mail.' }),
     portalUserId: t.exposeID('portal_user_id', {
       nullable: true,
       description: 'The invited portal user (who may have been removed since).',
     }),
-    recipient: t.exposeString('recipient'),
-    subject: t.exposeString('subject'),
-    status: t.field({ type: MailStatusEnum, resolve: (m) => m.status }),
-    attempts: t.exposeInt('attempts'),
+    recipient: t.exposeString('recipient', { description: 'E-mail address the mail goes to.' }),
+    subject: t.exposeString('subject', { description: "The mail's subject line." }),
+    status: t.field({ type: MailStatusEnum, description: 'Delivery state.', resolve: (m) => m.status }),
+    attempts: t.exposeInt('attempts', { description: 'Delivery attempts made so far.' }),
     messageId: t.exposeString('message_id', {
       nullable: true,
       description: 'Fixed by the first attempt; every later attempt sends the same.',
     }),
-    lastError: t.exposeString('last_error', { nullable: true }),
-    createdAt: t.string({ resolve: (m) => m.created_at.toISOString() }),
-    lastAttemptAt: t.string({ nullable: true, resolve: (m) => m.last_attempt_at?.toISOString() ?? null }),
-    nextAttemptAt: t.string({ nullable: true, resolve: (m) => (m.status === 'pending' ? m.next_attempt_at.toISOString() : null) }),
-    sentAt: t.string({ nullable: true, resolve: (m) => m.sent_at?.toISOString() ?? null }),
+    lastError: t.exposeString('last_error', { nullable: true, description: 'Error of the latest failed attempt.' }),
+    createdAt: t.string({ description: 'When the mail was queued (ISO 8601, UTC).', resolve: (m) => m.created_at.toISOString() }),
+    lastAttemptAt: t.string({
+      nullable: true,
+      description: 'When the latest attempt ran (ISO 8601, UTC).',
+      resolve: (m) => m.last_attempt_at?.toISOString() ?? null,
+    }),
+    nextAttemptAt: t.string({
+      nullable: true,
+      description: 'When a pending mail is next tried (ISO 8601, UTC); null unless pending.',
+      resolve: (m) => (m.status === 'pending' ? m.next_attempt_at.toISOString() : null),
+    }),
+    sentAt: t.string({
+      nullable: true,
+      description: 'When the mail was sent (ISO 8601, UTC).',
+      resolve: (m) => m.sent_at?.toISOString() ?? null,
+    }),
   }),
 });
 
@@ -117,10 +130,14 @@ const MailOutboxRef = builder.objectRef<{ tenantId: string }>('MailOutbox').impl
       description: 'Dead letters: kept, never dropped; inviting the user again queues them again.',
       resolve: async (_o, _a, ctx) => (await stats(ctx)).dead,
     }),
-    sent: t.int({ resolve: async (_o, _a, ctx) => (await stats(ctx)).sent }),
-    cancelled: t.int({ resolve: async (_o, _a, ctx) => (await stats(ctx)).cancelled }),
+    sent: t.int({ description: 'Mails sent.', resolve: async (_o, _a, ctx) => (await stats(ctx)).sent }),
+    cancelled: t.int({
+      description: 'Mails cancelled because access was removed before sending.',
+      resolve: async (_o, _a, ctx) => (await stats(ctx)).cancelled,
+    }),
     oldestPendingAt: t.string({
       nullable: true,
+      description: 'When the oldest pending mail was queued (ISO 8601, UTC); null when none is pending.',
       resolve: async (_o, _a, ctx) => (await stats(ctx)).oldestPendingAt?.toISOString() ?? null,
     }),
     lastError: t.string({
@@ -128,13 +145,17 @@ const MailOutboxRef = builder.objectRef<{ tenantId: string }>('MailOutbox').impl
       description: 'The latest error of a mail still pending or dead.',
       resolve: async (_o, _a, ctx) => (await stats(ctx)).lastError,
     }),
-    lastErrorAt: t.string({ nullable: true, resolve: async (_o, _a, ctx) => (await stats(ctx)).lastErrorAt?.toISOString() ?? null }),
+    lastErrorAt: t.string({
+      nullable: true,
+      description: 'When lastError happened (ISO 8601, UTC).',
+      resolve: async (_o, _a, ctx) => (await stats(ctx)).lastErrorAt?.toISOString() ?? null,
+    }),
     messages: t.connection(
       {
         type: OutboxMailRef,
         complexity: pageComplexity,
         description: 'The mails in queue order (orderBy: CreatedAt), of one status when given.',
-        args: { status: t.arg({ type: MailStatusEnum }), ...orderArgs(t.arg) },
+        args: { status: t.arg({ type: MailStatusEnum, description: 'Only mails in this state.' }), ...orderArgs(t.arg) },
         resolve: (o, args, ctx) => {
           if (args.orderBy && args.orderBy.toLowerCase() !== 'createdat')
             throw ValidationError.at('orderBy', `Unknown OrderBy '${args.orderBy}'. Use CreatedAt.`);
@@ -187,9 +208,11 @@ const portalAccessMutations = [
     description:
       'Invites to the subject portal (Create:SubjectAccessInvite): without emails the subject itself (self access), with emails those third parties (D9).',
     input: 'InviteSubjectToPortalInput',
+    inputDescription: 'A subject and whom to invite to its portal.',
     list: 'emails',
     listDescription: 'Third-party e-mail addresses; absent or null: self access.',
     payload: 'InviteSubjectToPortalPayload',
+    payloadTypeDescription: 'The result of inviteSubjectToPortal.',
     payloadDescription: 'The portal users the call concerns (new or already invited), in the order named.',
     run: inviteToPortal,
   },
@@ -198,9 +221,11 @@ const portalAccessMutations = [
     description:
       'Removes portal access (Delete:SubjectAccessInvite): those third-party users, or without thirdPartyUserEmails the self-access user (D9).',
     input: 'RemoveSubjectPortalAccessInput',
+    inputDescription: 'A subject and whose portal access to remove.',
     list: 'thirdPartyUserEmails',
     listDescription: 'Third-party users to remove (unknown addresses are ignored); absent or null: the self-access user.',
     payload: 'RemoveSubjectPortalAccessPayload',
+    payloadTypeDescription: 'The result of removeSubjectPortalAccess.',
     payloadDescription: 'The portal users the call removed, by e-mail.',
     run: removePortalAccess,
   },
@@ -208,12 +233,20 @@ const portalAccessMutations = [
 
 for (const m of portalAccessMutations) {
   const Payload = builder.objectRef<PortalPayload>(m.payload).implement({
+    description: m.payloadTypeDescription,
     fields: (t) => ({
       portalUsers: t.field({ type: [PortalUserRef], description: m.payloadDescription, resolve: (p) => p.portalUsers }),
-      subject: t.field({ type: SubjectRef, nullable: true, authScopes: { permission: 'View:Subject' }, resolve: (p) => p.subjectId }),
+      subject: t.field({
+        type: SubjectRef,
+        nullable: true,
+        description: 'The subject (View:Subject).',
+        authScopes: { permission: 'View:Subject' },
+        resolve: (p) => p.subjectId,
+      }),
     }),
   });
   const Input = builder.inputType(m.input, {
+    description: m.inputDescription,
     fields: (f) => ({
       subjectId: f.id({ required: true, description: 'The subject UUID (or its global id).' }),
       [m.list]: f.stringList({ description: m.listDescription }),
@@ -224,7 +257,7 @@ for (const m of portalAccessMutations) {
       type: Payload,
       nullable: true,
       description: m.description,
-      args: { input: t.arg({ type: Input, required: true }) },
+      args: { input: t.arg({ type: Input, required: true, description: 'The subject and e-mail addresses.' }) },
       resolve: async (_root, { input }, ctx) => {
         // The list's name is computed, so Pothos types the input as a record: its two fields as declared above.
         const sent = input as { subjectId: string } & Record<string, readonly string[] | null | undefined>;
