@@ -4,6 +4,7 @@ type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
 /** Internal type. DO NOT USE DIRECTLY. */
 export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
 import type { TypedDocumentNode as DocumentNode } from '@graphql-typed-document-node/core';
+/** How dataPointAggregates splits the subjects into groups. */
 export type AggregateGroupBy =
   /** One group per child of structuralEntityKey (its subtree). */
   | 'CHILD_ENTITY'
@@ -12,9 +13,13 @@ export type AggregateGroupBy =
 
 /** Calendar buckets in the time zone: a day, an ISO week (from Monday), a month, a year. */
 export type AggregateInterval =
+  /** A calendar day. */
   | 'DAY'
+  /** A calendar month. */
   | 'MONTH'
+  /** An ISO week, from Monday. */
   | 'WEEK'
+  /** A calendar year. */
   | 'YEAR';
 
 /** The accepted values of one custom field. */
@@ -48,24 +53,31 @@ export type CustomFieldValueInput = {
   value?: unknown;
 };
 
+/** New or changed data of a subject, as its data provider reports it. */
 export type DataChangeInput = {
   /** Property path → value; every entry must hold. */
   dataExtractsOptionsValuesFilter?: unknown;
+  /** The new or changed data points. */
   newOrUpdatedDataPoints?: Array<DataPointInput> | null | undefined;
+  /** The subject as the data source names it. */
   subjectIdentifier: string;
 };
 
+/** What to aggregate: an item of an extract, over which subjects, range and buckets. */
 export type DataPointAggregatesInput = {
   /** As subjects(customFieldValueFilter). */
   customFieldValueFilter?: CustomFieldValueFilterInput | null | undefined;
+  /** Key of the data extract. */
   extractKey: string;
   /** First local date of the range (yyyy-MM-dd), included. */
   from: string;
+  /** Also aggregate per group (none when absent). */
   groupBy?: AggregateGroupBy | null | undefined;
   /** With groupBy ITEM: a String item of the points. */
   groupByItemKey?: string | null | undefined;
   /** Also subjects located below the entities. */
   includeDescendants?: boolean | null | undefined;
+  /** The size of a bucket. */
   interval: AggregateInterval;
   /** At most this many groups (1 to 100, default 100); more is BAD_REQUEST. The cost counts buckets × maxGroups. */
   maxGroups?: number | null | undefined;
@@ -85,32 +97,48 @@ export type DataPointAggregatesInput = {
   valueItemKey: string;
 };
 
+/** A new or changed data point. */
 export type DataPointInput = {
+  /** The items. */
   dataPointItems: Array<DataPointItemInput>;
+  /** The provider's data point id. */
   id: string;
+  /** The subject as the data source names it. */
   subjectIdentifier: string;
 };
 
+/** One keyed, typed value of a data point. */
 export type DataPointItemInput = {
+  /** Key of the item. */
   key: string;
+  /** The typed value. */
   value: DataPointValueInput;
 };
 
+/** A typed value of a data point item. */
 export type DataPointValueInput = {
+  /** String, Decimal, Integer, DateTime, Date, Time or Boolean. */
   dataType: string;
+  /** The value, of that data type. */
   value?: unknown;
 };
 
-/** CHANGED: a provider reported created or updated data points, or a background re-fetch stored other data than was cached. REMOVED: a provider reported data points removed. REFRESHED: the extract was refreshed or its options changed (every subject). */
+/** What happened to the data points. */
 export type DataPointsChangeKind =
+  /** A provider reported created or updated data points, or a background re-fetch stored other data than was cached. */
   | 'CHANGED'
+  /** The extract was refreshed or its options changed (every subject). */
   | 'REFRESHED'
+  /** A provider reported data points removed. */
   | 'REMOVED';
 
+/** Removed data points of a subject, as its data provider reports them. */
 export type DataRemovalInput = {
   /** Property path → value; every entry must hold. */
   dataExtractsOptionsValuesFilter?: unknown;
+  /** Ids of the removed data points. */
   removedDataPointIdentifiers: Array<string>;
+  /** The subject as the data source names it. */
   subjectIdentifier: string;
 };
 
@@ -129,7 +157,9 @@ export type OrderDirection =
   /** The exact reverse of ASCENDING. */
   | 'DESCENDING';
 
+/** The extract to refresh. */
 export type RefreshDataSetInput = {
+  /** Key of the extract. */
   dataExtractKey: string;
 };
 

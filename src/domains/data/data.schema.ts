@@ -24,7 +24,7 @@ import {
 import { MAX_UNIT_LENGTH, refreshDataSet, reportDataChange, saveDataExtract } from './data.service.js';
 
 export const DataExtractRef = builder.loadableNodeRef('DataExtract', {
-  id: { resolve: (x: ExtractWithSource) => x.key },
+  id: { resolve: (x: ExtractWithSource) => x.key, description: 'Global id (from the key).' },
   load: (keys: string[], ctx: Context) => findExtracts(ctx.db, ctx.principal.tenantId, keys),
   sort: (x) => x.key,
 });
@@ -32,8 +32,8 @@ export const DataExtractRef = builder.loadableNodeRef('DataExtract', {
 const DataSourceRef = builder.objectRef<ExtractWithSource['source']>('DataSource').implement({
   description: "Where an extract's data points come from (the provider's connection details are not exposed).",
   fields: (t) => ({
-    key: t.exposeString('key'),
-    name: t.exposeString('name'),
+    key: t.exposeString('key', { description: 'Unique key of the data source.' }),
+    name: t.exposeString('name', { description: 'Display name.' }),
     subjectIdentifier: t.exposeString('subject_identifier', {
       description: "What a data point's SubjectIdentifier means: ExternalId, Id or a subject field key.",
     }),
@@ -47,8 +47,9 @@ interface PointNode {
 }
 
 const DataPointItemRef = builder.objectRef<DataPointItem>('DataPointItem').implement({
+  description: 'One keyed, typed value of a data point.',
   fields: (t) => ({
-    key: t.string({ resolve: (i) => i.Key }),
+    key: t.string({ description: 'Key of the item.', resolve: (i) => i.Key }),
     dataType: t.string({ description: 'String, Decimal, Integer, DateTime, Date, Time or Boolean.', resolve: (i) => i.Value.DataType }),
     value: t.field({
       type: 'JSON',
@@ -65,11 +66,21 @@ const DataPointItemRef = builder.objectRef<DataPointItem>('DataPointItem').imple
 });
 
 const DataPointRef = builder.objectRef<PointNode>('DataPoint').implement({
+  description: "A data point of a subject, as the extract's data source provides it (D10).",
   fields: (t) => ({
     id: t.string({ description: "The provider's data point id.", resolve: (n) => n.point.Id }),
-    subjectIdentifier: t.string({ resolve: (n) => n.point.SubjectIdentifier }),
-    subject: t.field({ type: SubjectRef, nullable: true, authScopes: { permission: 'View:Subject' }, resolve: (n) => n.subjectId }),
-    items: t.field({ type: [DataPointItemRef], resolve: (n) => n.point.DataPointItems }),
+    subjectIdentifier: t.string({
+      description: 'The subject as the provider names it (see DataSource.subjectIdentifier).',
+      resolve: (n) => n.point.SubjectIdentifier,
+    }),
+    subject: t.field({
+      type: SubjectRef,
+      nullable: true,
+      description: 'The subject (View:Subject).',
+      authScopes: { permission: 'View:Subject' },
+      resolve: (n) => n.subjectId,
+    }),
+    items: t.field({ type: [DataPointItemRef], description: 'The items (DataPointItems).', resolve: (n) => n.point.DataPointItems }),
   }),
 });
 
@@ -156,7 +167,7 @@ builder.objectField(SubjectRef, 'dataPoints', (t) =>
       complexity: pageComplexity,
       description: "The subject's data points of one extract, from the cache or its provider (D10). Order: Id, or an item key.",
       authScopes: { permission: 'View:DataExtract' },
-      args: { extractKey: t.arg.string({ required: true }), ...pointArgs(t.arg) },
+      args: { extractKey: t.arg.string({ required: true, description: 'Key of the data extract.' }), ...pointArgs(t.arg) },
       resolve: async (subject, args, ctx) => {
         const extract = await extractByKey(ctx, args.extractKey);
         return pagePoints(extract.key, await pointsOf(ctx, extract, [subject]), args);
@@ -170,7 +181,7 @@ const DataExtractItemRef = builder.objectRef<DataExtractItem>('DataExtractItem')
   description: "An item of the extract's data points, as the extract declares it: what to call it and its unit.",
   fields: (t) => ({
     key: t.exposeString('key', { description: 'The key of the item in the data points (DataPointItems[].Key).' }),
-    name: t.exposeString('name'),
+    name: t.exposeString('name', { description: 'Display name of the item.' }),
     unit: t.string({
       nullable: true,
       description: 'The unit of its values ("steps", "km", "bpm"), if it has one.',
@@ -186,25 +197,27 @@ const DataExtractItemRef = builder.objectRef<DataExtractItem>('DataExtractItem')
 
 /** An item as createDataExtract and updateDataExtract take it. */
 const DataExtractItemInput = builder.inputType('DataExtractItemInput', {
+  description: 'An item an extract declares: its key, name and unit.',
   fields: (f) => ({
-    key: f.string({ required: true }),
-    name: f.string({ required: true }),
+    key: f.string({ required: true, description: 'The key of the item in the data points (DataPointItems[].Key).' }),
+    name: f.string({ required: true, description: 'Display name of the item.' }),
     unit: f.string({ description: `At most ${MAX_UNIT_LENGTH} characters; leave it out for none.` }),
     dataType: f.string({ description: 'One of the DataTypes of data point items (String, Decimal, Integer, …).' }),
   }),
 });
 
 DataExtractRef.implement({
+  description: 'A named request for data points of a data source, with the options sent to its provider.',
   fields: (t) => ({
-    key: t.exposeString('key'),
-    name: t.exposeString('name'),
+    key: t.exposeString('key', { description: 'Unique key of the extract.' }),
+    name: t.exposeString('name', { description: 'Display name.' }),
     options: t.field({ type: 'JSON', description: 'The options sent to the provider as DataExtract.Options.', resolve: (x) => x.options }),
     items: t.field({
       type: [DataExtractItemRef],
       description: 'The items of its data points it declares (name, unit), in the declared order; empty when none are.',
       resolve: (x) => x.items,
     }),
-    dataSource: t.field({ type: DataSourceRef, resolve: (x) => x.source }),
+    dataSource: t.field({ type: DataSourceRef, description: 'The data source it reads from.', resolve: (x) => x.source }),
     dataPoints: t.connection(
       {
         type: DataPointRef,
@@ -247,8 +260,9 @@ builder.queryFields((t) => ({
       type: DataExtractRef,
       nullable: true,
       complexity: pageComplexity,
+      description: 'Data extracts of the tenant, ordered by Key (default) or Name (View:DataExtract).',
       authScopes: { permission: 'View:DataExtract' },
-      args: { dataSourceKey: t.arg.string(), ...orderArgs(t.arg) },
+      args: { dataSourceKey: t.arg.string({ description: 'Only extracts of this data source.' }), ...orderArgs(t.arg) },
       resolve: (_root, args, ctx) => pageExtracts(ctx.db, ctx.principal.tenantId, args.dataSourceKey, extractOrder(args.orderBy), args),
     },
     DataExtractConnection,
@@ -256,24 +270,28 @@ builder.queryFields((t) => ({
   dataExtract: t.field({
     type: DataExtractRef,
     nullable: true,
+    description: 'One data extract by key; null when there is none (View:DataExtract).',
     authScopes: { permission: 'View:DataExtract' },
-    args: { key: t.arg.string({ required: true }) },
+    args: { key: t.arg.string({ required: true, description: 'Key of the extract.' }) },
     resolve: (_root, args) => args.key,
   }),
 }));
 
 const RefreshDataSetPayload = builder.objectRef<{ dataExtractKey: string; flaggedEntries: number }>('RefreshDataSetPayload').implement({
+  description: 'The result of refreshDataSet.',
   fields: (t) => ({
-    dataExtractKey: t.exposeString('dataExtractKey'),
+    dataExtractKey: t.exposeString('dataExtractKey', { description: 'Key of the refreshed extract.' }),
     flaggedEntries: t.exposeInt('flaggedEntries', { description: 'Cached entries flagged stale and queued for a background re-fetch.' }),
   }),
 });
 
 const DataExtractPayload = builder.objectRef<{ dataExtract: DataExtractRow }>('DataExtractPayload').implement({
+  description: 'The result of createDataExtract or updateDataExtract.',
   fields: (t) => ({
     dataExtract: t.field({
       type: DataExtractRef,
       nullable: true,
+      description: 'The extract as stored (View:DataExtract).',
       authScopes: { permission: 'View:DataExtract' },
       resolve: (p) => p.dataExtract.key,
     }),
@@ -281,20 +299,30 @@ const DataExtractPayload = builder.objectRef<{ dataExtract: DataExtractRow }>('D
 });
 
 const DataPointValueInput = builder.inputType('DataPointValueInput', {
-  fields: (t) => ({ dataType: t.string({ required: true }), value: t.field({ type: 'JSON' }) }),
+  description: 'A typed value of a data point item.',
+  fields: (t) => ({
+    dataType: t.string({ required: true, description: 'String, Decimal, Integer, DateTime, Date, Time or Boolean.' }),
+    value: t.field({ type: 'JSON', description: 'The value, of that data type.' }),
+  }),
 });
 const DataPointItemInput = builder.inputType('DataPointItemInput', {
-  fields: (t) => ({ key: t.string({ required: true }), value: t.field({ type: DataPointValueInput, required: true }) }),
+  description: 'One keyed, typed value of a data point.',
+  fields: (t) => ({
+    key: t.string({ required: true, description: 'Key of the item.' }),
+    value: t.field({ type: DataPointValueInput, required: true, description: 'The typed value.' }),
+  }),
 });
 const DataPointInput = builder.inputType('DataPointInput', {
+  description: 'A new or changed data point.',
   fields: (t) => ({
-    id: t.string({ required: true }),
-    subjectIdentifier: t.string({ required: true }),
-    dataPointItems: t.field({ type: [DataPointItemInput], required: true }),
+    id: t.string({ required: true, description: "The provider's data point id." }),
+    subjectIdentifier: t.string({ required: true, description: 'The subject as the data source names it.' }),
+    dataPointItems: t.field({ type: [DataPointItemInput], required: true, description: 'The items.' }),
   }),
 });
 
 const DataChangePayload = builder.objectRef<{ flaggedDataExtractKeys: string[] }>('DataChangePayload').implement({
+  description: 'The result of reportDataChange or reportDataRemoval.',
   fields: (t) => ({
     flaggedDataExtractKeys: t.exposeStringList('flaggedDataExtractKeys', {
       description: 'The matching extracts whose entries for the subject were flagged.',
@@ -304,14 +332,22 @@ const DataChangePayload = builder.objectRef<{ flaggedDataExtractKeys: string[] }
 
 /** What a change or removal report names: the subject, and which of its extracts by their option values. */
 const changeTarget = (f: InputFieldBuilder<Types, 'InputObject'>) => ({
-  subjectIdentifier: f.string({ required: true }),
+  subjectIdentifier: f.string({ required: true, description: 'The subject as the data source names it.' }),
   dataExtractsOptionsValuesFilter: f.field({ type: 'JSON', description: 'Property path → value; every entry must hold.' }),
 });
 const DataChangeInput = builder.inputType('DataChangeInput', {
-  fields: (f) => ({ ...changeTarget(f), newOrUpdatedDataPoints: f.field({ type: [DataPointInput] }) }),
+  description: 'New or changed data of a subject, as its data provider reports it.',
+  fields: (f) => ({
+    ...changeTarget(f),
+    newOrUpdatedDataPoints: f.field({ type: [DataPointInput], description: 'The new or changed data points.' }),
+  }),
 });
 const DataRemovalInput = builder.inputType('DataRemovalInput', {
-  fields: (f) => ({ ...changeTarget(f), removedDataPointIdentifiers: f.stringList({ required: true }) }),
+  description: 'Removed data points of a subject, as its data provider reports them.',
+  fields: (f) => ({
+    ...changeTarget(f),
+    removedDataPointIdentifiers: f.stringList({ required: true, description: 'Ids of the removed data points.' }),
+  }),
 });
 
 builder.mutationFields((t) => ({
@@ -321,8 +357,12 @@ builder.mutationFields((t) => ({
     description: 'Flags every cached entry of the extract stale and re-fetches them in the background (Refresh:DataSet).',
     args: {
       input: t.arg({
-        type: builder.inputType('RefreshDataSetInput', { fields: (f) => ({ dataExtractKey: f.string({ required: true }) }) }),
+        type: builder.inputType('RefreshDataSetInput', {
+          description: 'The extract to refresh.',
+          fields: (f) => ({ dataExtractKey: f.string({ required: true, description: 'Key of the extract.' }) }),
+        }),
         required: true,
+        description: 'The extract.',
       }),
     },
     resolve: (_root, { input }, ctx) => refreshDataSet(ctx, input.dataExtractKey),
@@ -334,10 +374,11 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('CreateDataExtractInput', {
+          description: 'A new data extract.',
           fields: (f) => ({
-            key: f.string({ required: true }),
-            name: f.string({ required: true }),
-            dataSourceKey: f.string({ required: true }),
+            key: f.string({ required: true, description: 'Unique key of the extract.' }),
+            name: f.string({ required: true, description: 'Display name.' }),
+            dataSourceKey: f.string({ required: true, description: 'Key of a data source of the tenant.' }),
             options: f.field({ type: 'JSON', description: 'A JSON object (default {}).' }),
             items: f.field({
               type: [DataExtractItemInput],
@@ -346,6 +387,7 @@ builder.mutationFields((t) => ({
           }),
         }),
         required: true,
+        description: 'The extract.',
       }),
     },
     resolve: async (_root, { input }, ctx) => ({ dataExtract: await saveDataExtract(ctx, input, 'create') }),
@@ -358,15 +400,17 @@ builder.mutationFields((t) => ({
     args: {
       input: t.arg({
         type: builder.inputType('UpdateDataExtractInput', {
+          description: 'Changes to a data extract; absent properties keep their value.',
           fields: (f) => ({
-            key: f.string({ required: true }),
-            name: f.string(),
-            dataSourceKey: f.string(),
-            options: f.field({ type: 'JSON' }),
+            key: f.string({ required: true, description: 'Key of the extract to change.' }),
+            name: f.string({ description: 'New display name.' }),
+            dataSourceKey: f.string({ description: 'Key of the new data source (drops its cached data).' }),
+            options: f.field({ type: 'JSON', description: 'New options, a JSON object (drops its cached data).' }),
             items: f.field({ type: [DataExtractItemInput], description: 'Replaces the declared items.' }),
           }),
         }),
         required: true,
+        description: 'The changes.',
       }),
     },
     resolve: async (_root, { input }, ctx) => ({ dataExtract: await saveDataExtract(ctx, input, 'update') }),
@@ -388,7 +432,7 @@ for (const [field, Input, description] of reports) {
       type: DataChangePayload,
       nullable: true,
       description,
-      args: { input: t.arg({ type: Input, required: true }) },
+      args: { input: t.arg({ type: Input, required: true, description: 'The report.' }) },
       resolve: (_root, { input }, ctx) => reportDataChange(ctx, input),
     }),
   );

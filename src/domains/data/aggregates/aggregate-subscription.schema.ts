@@ -30,7 +30,13 @@ builder.subscriptionField('dataPointAggregatesChanged', (t) =>
       'on; the stream ends with an error when the token expires (UNAUTHENTICATED) or when the instance can no longer hear ' +
       'changes (SERVICE_UNAVAILABLE): then subscribe again.',
     complexity: (args) => aggregateComplexity(args.input as DataPointAggregatesInput | undefined),
-    args: { input: t.arg({ type: DataPointAggregatesInputRef, required: true }) },
+    args: {
+      input: t.arg({
+        type: DataPointAggregatesInputRef,
+        required: true,
+        description: 'What to aggregate, as dataPointAggregates takes it.',
+      }),
+    },
     // Its events are shared by the subscribers of one question: executed once for them (P129).
     extensions: { sharedEvents: true },
     subscribe: (_root, { input }, ctx, info) =>

@@ -26,10 +26,16 @@ import {
 
 const AggregateIntervalEnum = builder.enumType('AggregateInterval', {
   description: 'Calendar buckets in the time zone: a day, an ISO week (from Monday), a month, a year.',
-  values: { DAY: { value: 'DAY' }, WEEK: { value: 'WEEK' }, MONTH: { value: 'MONTH' }, YEAR: { value: 'YEAR' } } as const,
+  values: {
+    DAY: { value: 'DAY', description: 'A calendar day.' },
+    WEEK: { value: 'WEEK', description: 'An ISO week, from Monday.' },
+    MONTH: { value: 'MONTH', description: 'A calendar month.' },
+    YEAR: { value: 'YEAR', description: 'A calendar year.' },
+  } as const,
 });
 
 const AggregateGroupByEnum = builder.enumType('AggregateGroupBy', {
+  description: 'How dataPointAggregates splits the subjects into groups.',
   values: {
     CHILD_ENTITY: { value: 'CHILD_ENTITY', description: 'One group per child of structuralEntityKey (its subtree).' },
     ITEM: { value: 'ITEM', description: 'One group per value of the String item groupByItemKey.' },
@@ -37,11 +43,12 @@ const AggregateGroupByEnum = builder.enumType('AggregateGroupBy', {
 });
 
 export const DataPointAggregatesInputRef = builder.inputType('DataPointAggregatesInput', {
+  description: 'What to aggregate: an item of an extract, over which subjects, range and buckets.',
   fields: (t) => ({
-    extractKey: t.string({ required: true }),
+    extractKey: t.string({ required: true, description: 'Key of the data extract.' }),
     valueItemKey: t.string({ required: true, description: 'The item to aggregate: Integer or Decimal.' }),
     timeItemKey: t.string({ required: true, description: 'The item that places a point in time: Date or DateTime.' }),
-    interval: t.field({ type: AggregateIntervalEnum, required: true }),
+    interval: t.field({ type: AggregateIntervalEnum, required: true, description: 'The size of a bucket.' }),
     from: t.string({ required: true, description: 'First local date of the range (yyyy-MM-dd), included.' }),
     to: t.string({ required: true, description: 'Local date the range ends before (yyyy-MM-dd), excluded.' }),
     timeZone: t.string({ defaultValue: 'UTC', description: 'IANA time zone of the dates and buckets.' }),
@@ -49,7 +56,7 @@ export const DataPointAggregatesInputRef = builder.inputType('DataPointAggregate
     includeDescendants: t.boolean({ defaultValue: true, description: 'Also subjects located below the entities.' }),
     structuralEntityKeys: t.stringList({ description: 'As subjects(structuralEntityKeys): subjects located at any of them.' }),
     customFieldValueFilter: t.field({ type: CustomFieldValueFilterInput, description: 'As subjects(customFieldValueFilter).' }),
-    groupBy: t.field({ type: AggregateGroupByEnum }),
+    groupBy: t.field({ type: AggregateGroupByEnum, description: 'Also aggregate per group (none when absent).' }),
     groupByItemKey: t.string({ description: 'With groupBy ITEM: a String item of the points.' }),
     maxGroups: t.int({
       description: `At most this many groups (1 to ${MAX_GROUPS}, default ${MAX_GROUPS}); more is BAD_REQUEST. The cost counts buckets × maxGroups.`,
@@ -103,9 +110,9 @@ const DataPointAggregatesRef = builder.objectRef<Aggregates>('DataPointAggregate
       description: "The exact sum of the values as sent (decimal text, PostgreSQL numeric): a Decimal sum without a Float's rounding.",
       resolve: (a) => a.sumText,
     }),
-    average: t.float({ nullable: true, resolve: (a) => a.average }),
-    min: t.float({ nullable: true, resolve: (a) => a.min }),
-    max: t.float({ nullable: true, resolve: (a) => a.max }),
+    average: t.float({ nullable: true, description: 'Mean of the values (null without points).', resolve: (a) => a.average }),
+    min: t.float({ nullable: true, description: 'Smallest value (null without points).', resolve: (a) => a.min }),
+    max: t.float({ nullable: true, description: 'Largest value (null without points).', resolve: (a) => a.max }),
     stddevSample: t.float({
       nullable: true,
       description: 'Sample standard deviation (null below two points).',
@@ -116,7 +123,7 @@ const DataPointAggregatesRef = builder.objectRef<Aggregates>('DataPointAggregate
       nullable: { list: false, items: true },
       description:
         "Continuous percentiles (PostgreSQL's percentile_cont) for fractions p from 0 to 1, in the order asked; null without points.",
-      args: { p: t.arg.floatList({ required: true }) },
+      args: { p: t.arg.floatList({ required: true, description: 'Fractions from 0 to 1.' }) },
       resolve: (a, { p }) => p.map((f) => a.percentiles.get(f) ?? null),
     }),
   }),
@@ -130,11 +137,12 @@ const DataPointBucketRef = builder.objectRef<Bucket>('DataPointBucket').implemen
         "The bucket's first local date (yyyy-MM-dd): its day, the Monday of its ISO week, the first of its month or year. The first and last buckets count only the points within [from, to).",
     }),
     startsAt: t.exposeString('startsAt', { description: 'The first instant of that date in the time zone (ISO 8601, UTC).' }),
-    aggregates: t.field({ type: DataPointAggregatesRef, resolve: (b) => b.aggregates }),
+    aggregates: t.field({ type: DataPointAggregatesRef, description: 'Over the bucket.', resolve: (b) => b.aggregates }),
   }),
 });
 
 const DataPointAggregateGroupRef = builder.objectRef<AggregateGroup>('DataPointAggregateGroup').implement({
+  description: 'The aggregates of one group (a child entity or an item value).',
   fields: (t) => ({
     key: t.exposeString('key', { description: 'The child entity key, or the item value.' }),
     structuralEntity: t.field({
@@ -144,8 +152,12 @@ const DataPointAggregateGroupRef = builder.objectRef<AggregateGroup>('DataPointA
       description: 'The child entity (groups by CHILD_ENTITY).',
       resolve: (g) => g.entityKey,
     }),
-    aggregates: t.field({ type: DataPointAggregatesRef, resolve: (g) => g.aggregates }),
-    buckets: t.field({ type: [DataPointBucketRef], resolve: (g) => g.buckets }),
+    aggregates: t.field({
+      type: DataPointAggregatesRef,
+      description: "Over the whole range, the group's points only.",
+      resolve: (g) => g.aggregates,
+    }),
+    buckets: t.field({ type: [DataPointBucketRef], description: "Per bucket, the group's points only.", resolve: (g) => g.buckets }),
   }),
 });
 
@@ -175,16 +187,17 @@ const DataPointCoverageRef = builder.objectRef<Coverage>('DataPointCoverage').im
 });
 
 export const DataPointAggregationRef = builder.objectRef<Aggregation>('DataPointAggregation').implement({
+  description: 'The answer of dataPointAggregates: totals, buckets, groups and coverage.',
   fields: (t) => ({
     aggregates: t.field({ type: DataPointAggregatesRef, description: 'Over the whole range.', resolve: (a) => a.aggregates }),
-    buckets: t.field({ type: [DataPointBucketRef], resolve: (a) => a.buckets }),
+    buckets: t.field({ type: [DataPointBucketRef], description: 'Every bucket of the range, in order.', resolve: (a) => a.buckets }),
     groupedAggregates: t.field({
       type: [DataPointAggregateGroupRef],
       description:
         'Per group, in key order (empty without groupBy). Groups by child entity list every child; a subject located under several is in each.',
       resolve: (a) => a.groupedAggregates,
     }),
-    coverage: t.field({ type: DataPointCoverageRef, resolve: (a) => a.coverage }),
+    coverage: t.field({ type: DataPointCoverageRef, description: 'Which subjects the aggregates cover.', resolve: (a) => a.coverage }),
   }),
 });
 
@@ -225,7 +238,7 @@ builder.queryField('dataPointAggregates', (t) =>
     description: `Aggregates of one numeric item of an extract's data points over a set of subjects (at most maxSubjects), by calendar bucket of a time item in a time zone, optionally grouped; as fresh as reading them (D10). Cost (D11): ${AGGREGATE_COST} + ⌈maxSubjects × (days of [from, to) + ${SUBJECT_FIXED_DAYS}) / ${SUBJECT_DAYS_PER_COST}⌉ + the selection × buckets × maxGroups (1 without groupBy). View:DataExtract and List:Subject.`,
     authScopes: { permission: 'View:DataExtract' },
     complexity: (args) => aggregateComplexity(args.input as DataPointAggregatesInput | undefined),
-    args: { input: t.arg({ type: DataPointAggregatesInputRef, required: true }) },
+    args: { input: t.arg({ type: DataPointAggregatesInputRef, required: true, description: 'What to aggregate.' }) },
     resolve: (_root, { input }, ctx, info) => aggregateDataPoints(ctx, input, requestedPercentiles(info)),
   }),
 );

@@ -22,20 +22,25 @@ export function endWhenClientGoes(ctx: Context, deliveries: AsyncIterator<unknow
 export const MAX_SUBSCRIBED_SUBJECTS = 1_000;
 
 const DataPointsChangeKindEnum = builder.enumType('DataPointsChangeKind', {
-  description:
-    'CHANGED: a provider reported created or updated data points, or a background re-fetch stored other data than was cached. ' +
-    'REMOVED: a provider reported data points removed. REFRESHED: the extract was refreshed or its options changed (every subject).',
-  values: CHANGE_KINDS,
+  description: 'What happened to the data points.',
+  values: {
+    CHANGED: {
+      value: 'CHANGED',
+      description: 'A provider reported created or updated data points, or a background re-fetch stored other data than was cached.',
+    },
+    REMOVED: { value: 'REMOVED', description: 'A provider reported data points removed.' },
+    REFRESHED: { value: 'REFRESHED', description: 'The extract was refreshed or its options changed (every subject).' },
+  } as const satisfies Record<(typeof CHANGE_KINDS)[number], { value: (typeof CHANGE_KINDS)[number]; description: string }>,
 });
 
 const DataPointsChangeRef = builder.objectRef<DataPointsChangeOut>('DataPointsChange').implement({
   description: "Some subjects' data points of one extract changed: read them again.",
   fields: (t) => ({
-    extractKey: t.exposeString('extractKey'),
+    extractKey: t.exposeString('extractKey', { description: 'Key of the extract.' }),
     subjectIds: t.exposeIDList('subjectIds', {
       description: 'The subjects (UUIDs) whose data points changed; empty: every subject of the extract.',
     }),
-    kind: t.field({ type: DataPointsChangeKindEnum, resolve: (c) => c.kind }),
+    kind: t.field({ type: DataPointsChangeKindEnum, description: 'What happened.', resolve: (c) => c.kind }),
     at: t.exposeString('at', { description: 'When the change was made (ISO 8601).' }),
   }),
 });
