@@ -1,9 +1,18 @@
 import { readFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { buildClientSchema, getIntrospectionQuery, lexicographicSortSchema, printSchema } from 'graphql';
+import {
+  buildClientSchema,
+  getIntrospectionQuery,
+  isEnumType,
+  isInputObjectType,
+  isInterfaceType,
+  isObjectType,
+  lexicographicSortSchema,
+  printSchema,
+} from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../db/migrations.js';
-import { printedSchema } from '../src/app/schema.js';
+import { printedSchema, schema } from '../src/app/schema.js';
 import { ApiClient, type TestApp, type TestTenant, createTenant, startApp } from './helpers.js';
 
 // D11 GraphQL: the checked-in schema, the migrations list, the depth and cost limits, GraphiQL, the
@@ -46,6 +55,26 @@ describe('checked-in artefacts', () => {
     expect(served).toBe(await readFile(path.join(root, 'schema.graphql'), 'utf8'));
     expect(served).toMatch(/^directive @defer\(/m);
     expect(served).toMatch(/^directive @stream\(/m);
+  });
+
+  // P135: a client reads what each part means, its bounds and its permission in the schema itself.
+  it('every type, field, argument, input field and enum value has a description', () => {
+    const undescribed: string[] = [];
+    for (const type of Object.values(schema.getTypeMap())) {
+      if (type.name.startsWith('__')) continue;
+      if (!type.description) undescribed.push(type.name);
+      if (isObjectType(type) || isInterfaceType(type)) {
+        for (const field of Object.values(type.getFields())) {
+          if (!field.description) undescribed.push(`${type.name}.${field.name}`);
+          for (const arg of field.args) if (!arg.description) undescribed.push(`${type.name}.${field.name}(${arg.name})`);
+        }
+      }
+      if (isInputObjectType(type)) {
+        for (const field of Object.values(type.getFields())) if (!field.description) undescribed.push(`${type.name}.${field.name}`);
+      }
+      if (isEnumType(type)) for (const value of type.getValues()) if (!value.description) undescribed.push(`${type.name}.${value.name}`);
+    }
+    expect(undescribed).toEqual([]);
   });
 
   it('every file in db/migrations/ is listed in db/migrations.ts under its name, and nothing else is', async () => {
