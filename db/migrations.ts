@@ -1,4 +1,4 @@
-import type { Migration } from 'kysely';
+import type { Migration } from 'kysely/migration';
 import * as m0001 from './migrations/0001_foundation.js';
 import * as m0002 from './migrations/0002_subjects.js';
 import * as m0003 from './migrations/0003_data_cache.js';

@@ -146,6 +146,7 @@ function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
       return w;
     },
     end: () => pool.end(),
+    options: pool.options,
   };
 }
 

@@ -1,4 +1,4 @@
-import { Migrator } from 'kysely';
+import { Migrator } from 'kysely/migration';
 import { migrations } from '../../db/migrations.js';
 import type { Db } from './tables.js';
 
