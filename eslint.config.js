@@ -13,7 +13,9 @@ export default tseslint.config(
       parserOptions: {
         // bench/peers/*.mjs: the PostGraphile peer, plain JavaScript outside tsconfig.json (bench/README.md, "Peers").
         // web/**/*.ts find web/tsconfig.json (the browser's globals: the DOM library, not Node's types).
-        projectService: { allowDefaultProject: ['eslint.config.js', '.dependency-cruiser.cjs', 'bench/peers/*.mjs', 'web/build.js'] },
+        projectService: {
+          allowDefaultProject: ['eslint.config.js', '.dependency-cruiser.cjs', 'bench/peers/*.mjs', 'scripts/*.mjs', 'web/build.js'],
+        },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -34,8 +36,8 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
   },
   {
-    // The peer's plain ES modules run on Node (bench/peers, its own package).
-    files: ['bench/peers/**/*.mjs'],
+    // Plain ES modules that run on Node: the peer (bench/peers, its own package), scripts/ (run before the build).
+    files: ['bench/peers/**/*.mjs', 'scripts/*.mjs'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
   },
   {
