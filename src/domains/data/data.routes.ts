@@ -13,7 +13,7 @@ const refreshDataSet = defineRoute({
   summary: 'Refresh data set',
   tag: 'Data sets',
   permissions: 'Refresh:DataSet',
-  params: z.object({ dataExtractKey: z.string().meta({ examples: ['steps-week'] }) }),
+  params: z.object({ dataExtractKey: z.string().meta({ description: 'The key of the data extract.', examples: ['steps-week'] }) }),
   operation: graphql(`
     mutation RestRefreshDataSet($input: RefreshDataSetInput!) { refreshDataSet(input: $input) { dataExtractKey flaggedEntries } }
   `),

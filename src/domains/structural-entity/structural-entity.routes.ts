@@ -204,7 +204,7 @@ const getEntity = defineRoute({
   summary: 'Get structural entity by key',
   tag: 'Structural entities',
   permissions: 'View:StructuralEntity',
-  params: z.object({ structuralEntityKey: z.string().meta({ examples: ['sales'] }) }),
+  params: z.object({ structuralEntityKey: z.string().meta({ description: 'The key of the structural entity.', examples: ['sales'] }) }),
   operation: graphql(`
     query RestStructuralEntity($key: String!) {
       structuralEntity(key: $key) { ...RestStructuralEntity }

@@ -176,7 +176,8 @@ export function openApiDocument(routes: readonly RouteDef[], baseUrl: string) {
       summary: r.summary,
       description: `${r.description ? `${r.description}\n\n` : ''}Requires the permission ${r.permissions}.`,
       tags: [r.tag],
-      security: [...scopes.map((s) => ({ oauth2: [s] })), ...scopes.map((s) => ({ bearer: [s] }))],
+      // The scopes are OAuth 2.0's; a bearer requirement lists none (OpenAPI 3.0's rule, which Spectral keeps).
+      security: [...scopes.map((s) => ({ oauth2: [s] })), { bearer: [] }],
       ...(parameters.length > 0 ? { parameters } : {}),
       ...(r.body
         ? {
@@ -210,7 +211,9 @@ export function openApiDocument(routes: readonly RouteDef[], baseUrl: string) {
         'REST integration API. Get an access token from `/connect/token` (OAuth 2.0 client credentials, with `tenant_key`), ' +
         'then send it as `Authorization: Bearer <token>`. Property and parameter names are matched case-insensitively; ' +
         `errors are RFC 9457 problem details. Permissions: ${PERMISSIONS.join(', ')}.`,
-      // package.json names no license (no LICENSE file either): the document states MIT.
+      // Whoever runs a deployment answers for it: the contact is the deployment itself.
+      contact: { name: 'The operator of this deployment', url: baseUrl },
+      // As LICENSE and package.json.
       license: { name: 'MIT', identifier: 'MIT' },
     },
     servers: [{ url: baseUrl }],
@@ -235,7 +238,7 @@ export function openApiDocument(routes: readonly RouteDef[], baseUrl: string) {
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'JWT',
-          description: 'An access token from /connect/token, carrying the scope the operation needs (listed as the role).',
+          description: "An access token from /connect/token, carrying a scope the operation's oauth2 requirement names.",
         },
       },
       schemas,
