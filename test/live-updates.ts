@@ -4,7 +4,7 @@ import { type JWK, SignJWT, importJWK } from 'jose';
 import { pino } from 'pino';
 import type { Principal } from '../src/core/permissions.js';
 import { EventBus } from '../src/db/event-bus.js';
-import { DataChangeFeed } from '../src/domains/data/index.js';
+import { DataChangeFeed, type LiveMeter } from '../src/domains/data/index.js';
 import { FULL_CLIENT, type TestApp } from './helpers.js';
 
 // Live updates (`dataPointsChanged`) as the tests read them: over SSE through graphql-sse, and in process
@@ -73,9 +73,9 @@ export class Subscriber<T = { dataPointsChanged: Change | null }> {
 
 /**
  * A feed over an event bus whose "database" is this function: `send` hands it a live event as its
- * LISTEN connection would, `drop` loses that connection.
+ * LISTEN connection would, `drop` loses that connection. `meter`: what the app's metrics would hear.
  */
-export async function feedWithBus(): Promise<{ feed: DataChangeFeed; send(e: object): void; drop(): void }> {
+export async function feedWithBus(meter?: LiveMeter): Promise<{ feed: DataChangeFeed; send(e: object): void; drop(): void }> {
   let handlers!: Parameters<Parameters<typeof EventBus.open>[0]>[1];
   const bus = await EventBus.open(
     async (_channel, h) => {
@@ -85,7 +85,7 @@ export async function feedWithBus(): Promise<{ feed: DataChangeFeed; send(e: obj
     },
     pino({ level: 'silent' }),
   );
-  const feed = new DataChangeFeed(undefined as never, { perClient: 10 }, pino({ level: 'silent' }));
+  const feed = new DataChangeFeed(undefined as never, { perClient: 10 }, pino({ level: 'silent' }), meter);
   feed.start(bus);
   return {
     feed,

@@ -6,7 +6,7 @@ import { TableAnalyzer } from '../db/analyze.js';
 import { EventBus } from '../db/event-bus.js';
 import type { Listen } from '../db/notifications.js';
 import type { Db } from '../db/tables.js';
-import { TokenService, requireToken } from '../domains/auth/index.js';
+import { TokenService, authenticate, requireToken } from '../domains/auth/index.js';
 import { AggregateMemory, DataCache, DataChangeFeed, LiveAggregates, SecretBox, dataContext } from '../domains/data/index.js';
 import { OutboxSender } from '../domains/portal/index.js';
 import { structureTypesCache } from '../domains/structural-entity/index.js';
@@ -26,8 +26,13 @@ export interface Services {
   admission: Admission;
   /** One authentication for REST routes and /graphql alike. */
   authenticate(scopes: readonly Scope[]): RequestHandler;
-  /** One context for REST routes and /graphql alike, for a request whose principal is set. */
-  context(req: Request): ContextInit;
+  /**
+   * The same check for a token that comes outside an HTTP request's headers (a WebSocket's
+   * `connectionParams`): the principal, or the AppError the request would have been refused with.
+   */
+  verify(authorization: string | undefined, scopes: readonly Scope[]): Promise<Principal>;
+  /** One context for REST routes and /graphql alike (HTTP or WebSocket), for a request whose principal is set. */
+  context(req: Pick<Request, 'principal' | 'id'>): ContextInit;
   /** Stops the background work, in the reverse order of its start. */
   close(): Promise<void>;
 }
@@ -46,10 +51,12 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
   await tokens.ensureSigningKey();
   // One LISTEN connection per instance carries every topic (the cache's invalidations; later subscriptions).
   const bus = listen ? await EventBus.open(listen, logger) : undefined;
-  const data = new DataCache(db, config, logger, new SecretBox(db, config.SECRETS_KEY));
+  const metrics = config.METRICS ? new Metrics(poolStats) : undefined;
+  const data = new DataCache(db, config, logger, new SecretBox(db, config.SECRETS_KEY), metrics?.dataMeter());
+  metrics?.observeDataCache(data);
   await data.start(bus);
   // Live updates (dataPointsChanged): one bus subscription fanned out to every open subscription.
-  const dataChanges = new DataChangeFeed(db, { perClient: config.SUBSCRIPTIONS_PER_CLIENT }, logger);
+  const dataChanges = new DataChangeFeed(db, { perClient: config.SUBSCRIPTIONS_PER_CLIENT }, logger, metrics?.liveMeter());
   dataChanges.start(bus);
   const outbox = new OutboxSender(db, config, logger);
   outbox.start(bus);
@@ -57,7 +64,6 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
   const analyzer = new TableAnalyzer(db, { rows: config.ANALYZE_AFTER_ROWS, intervalMs: 1000 }, logger);
   await analyzer.start();
 
-  const metrics = config.METRICS ? new Metrics(poolStats, data) : undefined;
   const admission = new Admission(
     {
       capacity: config.ADMISSION_CAPACITY ?? config.DATABASE_POOL_SIZE,
@@ -103,6 +109,11 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
     metrics,
     admission,
     authenticate: (scopes) => requireToken(db, tokens, scopes, (holder, res) => admission.gate(holder, res)),
+    // No response to carry the rate limit's headers: a refusal still carries them in its error.
+    verify: (authorization, scopes) =>
+      authenticate(db, tokens, authorization, scopes, (holder) =>
+        admission.gate(holder, { closed: false, setHeader: () => undefined, once: () => undefined }),
+      ),
     context: (req) => contextInit(req.principal!, String(req.id)),
     close: async () => {
       dataChanges.close();

@@ -1,15 +1,20 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import type { NextFunction, Request, Response } from 'express';
 import { type DocumentNode, Kind, type OperationDefinitionNode } from 'graphql';
-import type { Plugin } from 'graphql-yoga';
+import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Connections of the database pool, read when scraped. */
 export type PoolStats = () => { total: number; idle: number; waiting: number };
 
-/** Data sources' circuit states, read when scraped. */
-export interface BreakerStates {
+/** Data sources' circuit states and the data cache's background re-fetch, read when scraped. */
+export interface DataCacheState {
   providerBreakerStates(): { tenantId: string; dataSource: string; state: 'closed' | 'open' | 'half_open' | 'isolated' }[];
+  /** Entries flagged for a re-fetch, of every instance (a query). */
+  refetchBacklog(): Promise<number>;
+  /** Subjects this instance's re-fetch claimed and has not re-fetched yet. */
+  readonly refetching: number;
 }
 
 /** Admission's units in use and waiting requests per tenant, read when scraped. */
@@ -51,6 +56,27 @@ function observeCollections(): void {
 
 /** Distinct GraphQL operation names kept as label values; clients choose names, so their number is bounded. */
 const MAX_OPERATION_NAMES = 200;
+/** Distinct data source keys kept as label values (tenant files name them): later ones count as `other`. */
+export const MAX_DATA_SOURCE_LABELS = 50;
+/** Seconds of a provider call or token request: up to PROVIDER_TIMEOUT_MS's range. */
+const PROVIDER_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const TRANSPORTS = ['sse', 'multipart', 'websocket'] as const;
+const LOOKUPS = ['memory', 'database', 'miss'] as const;
+
+/**
+ * A subscription's transport, from the request that opened it: graphql-ws (an operation without an HTTP
+ * request of its own, or with the WebSocket upgrade's), or the Accept of an HTTP stream (multipart/mixed,
+ * text/event-stream); `other` if none says.
+ */
+function transportOf(context: unknown): string {
+  const req = (context as { req?: { headers?: IncomingHttpHeaders } } | undefined)?.req;
+  const headers = req?.headers;
+  if (req && (!headers || headers.upgrade?.toLowerCase() === 'websocket')) return 'websocket';
+  const accept = headers?.accept ?? '';
+  if (/multipart\/mixed/i.test(accept)) return 'multipart';
+  if (/text\/event-stream/i.test(accept)) return 'sse';
+  return 'other';
+}
 
 /**
  * The service's Prometheus metrics (P103): HTTP requests by route template and status, GraphQL
@@ -71,7 +97,19 @@ export class Metrics {
   private readonly sharedExecutions: Counter;
   private readonly sharedDeliveries: Counter;
 
-  constructor(poolStats?: PoolStats, breakers?: BreakerStates) {
+  private readonly providerCalls: Counter<'data_source' | 'outcome'>;
+  private readonly providerSeconds: Histogram<'data_source' | 'outcome'>;
+  private readonly tokenRequests: Counter<'data_source' | 'outcome'>;
+  private readonly tokenSeconds: Histogram<'data_source'>;
+  private readonly sources = new Set<string>();
+  private readonly cacheLookups: Counter<'result'>;
+  private readonly staleServed: Counter;
+  private readonly subscriptionsOpen: Gauge<'transport'>;
+  private readonly subscriptionEvents: Counter<'transport'>;
+  private readonly slowConsumers: Counter;
+  private readonly droppedChanges: Counter;
+
+  constructor(poolStats?: PoolStats) {
     collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
     observeCollections();
@@ -131,21 +169,70 @@ export class Metrics {
       help: "Results of a subscription's shared events handed to subscribers, each counted.",
       registers,
     });
-    if (breakers) {
-      new Gauge({
-        name: 'provider_circuit_state',
-        help: "Data sources' circuit breakers: 1 for the state each is in (closed, half_open, open, isolated).",
-        labelNames: ['tenant_id', 'data_source', 'state'],
-        registers,
-        collect() {
-          this.reset();
-          for (const b of breakers.providerBreakerStates()) {
-            for (const state of BREAKER_STATES)
-              this.set({ tenant_id: b.tenantId, data_source: b.dataSource, state }, b.state === state ? 1 : 0);
-          }
-        },
-      });
+    this.providerCalls = new Counter({
+      name: 'provider_calls_total',
+      help: `Attempts at providers' get-data-points (each page, retry and probe) by data source key (the first ${MAX_DATA_SOURCE_LABELS}, then other) and outcome: ok, http_error (not 200), invalid_answer, unreachable, timeout, token_error (no token), refused (the circuit is open: no call made).`,
+      labelNames: ['data_source', 'outcome'],
+      registers,
+    });
+    this.providerSeconds = new Histogram({
+      name: 'provider_call_duration_seconds',
+      help: 'Seconds of an attempt at get-data-points (its token included, the wait for a place under PROVIDER_CONCURRENCY not), by data source and outcome; refused attempts are not observed.',
+      labelNames: ['data_source', 'outcome'],
+      buckets: PROVIDER_BUCKETS,
+      registers,
+    });
+    this.tokenRequests = new Counter({
+      name: 'provider_token_requests_total',
+      help: "Requests to providers' token endpoints (client credentials) by data source and outcome: ok, http_error (429, 5xx), rejected (the client refused, or no token in the answer), unreachable, timeout.",
+      labelNames: ['data_source', 'outcome'],
+      registers,
+    });
+    this.tokenSeconds = new Histogram({
+      name: 'provider_token_request_duration_seconds',
+      help: "Seconds of a request to a provider's token endpoint, by data source.",
+      labelNames: ['data_source'],
+      buckets: PROVIDER_BUCKETS,
+      registers,
+    });
+    this.cacheLookups = new Counter({
+      name: 'data_cache_lookups_total',
+      help: "Subjects' data point sets a read looked up, one per subject and extract, by result: memory (fresh in the instance's LRU), database (fresh in its row), miss (fetched from the provider, or waiting for another read's fetch).",
+      labelNames: ['result'],
+      registers,
+    });
+    for (const result of LOOKUPS) this.cacheLookups.inc({ result }, 0);
+    this.staleServed = new Counter({
+      name: 'data_cache_stale_served_total',
+      help: "Subjects' data point sets served stale because their provider failed (D10: extensions.staleData).",
+      registers,
+    });
+    this.subscriptionsOpen = new Gauge({
+      name: 'graphql_subscriptions_open',
+      help: 'Open GraphQL subscriptions (every field) by transport: sse, multipart, websocket, other.',
+      labelNames: ['transport'],
+      registers,
+    });
+    this.subscriptionEvents = new Counter({
+      name: 'graphql_subscription_events_total',
+      help: 'Results of GraphQL subscriptions handed to their transport (the error that ends a stream included), by transport.',
+      labelNames: ['transport'],
+      registers,
+    });
+    for (const transport of TRANSPORTS) {
+      this.subscriptionsOpen.set({ transport }, 0);
+      this.subscriptionEvents.inc({ transport }, 0);
     }
+    this.slowConsumers = new Counter({
+      name: 'graphql_subscription_slow_consumers_total',
+      help: 'dataPointsChanged subscriptions ended with SLOW_CONSUMER (more bursts of changes unread than MAX_PENDING_BURSTS). A stream cut at its write deadline is in http_responses_cut_total{kind="stream"}.',
+      registers,
+    });
+    this.droppedChanges = new Counter({
+      name: 'graphql_subscription_events_dropped_total',
+      help: 'Unread dataPointsChanged events (coalesced per extract) dropped when their subscription was ended with SLOW_CONSUMER.',
+      registers,
+    });
     if (poolStats) {
       new Gauge({
         name: 'db_pool_connections',
@@ -160,6 +247,81 @@ export class Metrics {
         },
       });
     }
+  }
+
+  /** What the data cache and its provider client tell (the data domain's DataMeter). */
+  dataMeter() {
+    return {
+      call: (dataSource: string, outcome: string, seconds: number) => {
+        const labels = { data_source: this.sourceLabel(dataSource), outcome };
+        this.providerCalls.inc(labels);
+        if (outcome !== 'refused') this.providerSeconds.observe(labels, seconds);
+      },
+      token: (dataSource: string, outcome: string, seconds: number) => {
+        const data_source = this.sourceLabel(dataSource);
+        this.tokenRequests.inc({ data_source, outcome });
+        this.tokenSeconds.observe({ data_source }, seconds);
+      },
+      lookups: (result: string, subjects: number) => {
+        if (subjects > 0) this.cacheLookups.inc({ result }, subjects);
+      },
+      staleServed: (subjects: number) => {
+        if (subjects > 0) this.staleServed.inc(subjects);
+      },
+    };
+  }
+
+  /** What the live feed tells (the data domain's LiveMeter). */
+  liveMeter() {
+    return {
+      slowConsumer: (droppedChanges: number) => {
+        this.slowConsumers.inc();
+        this.droppedChanges.inc(droppedChanges);
+      },
+    };
+  }
+
+  /** Gauges of data sources' circuits and the data cache's re-fetch backlog, read when scraped. */
+  observeDataCache(data: DataCacheState): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'provider_circuit_state',
+      help: "Data sources' circuit breakers: 1 for the state each is in (closed, half_open, open, isolated).",
+      labelNames: ['tenant_id', 'data_source', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const b of data.providerBreakerStates()) {
+          for (const state of BREAKER_STATES)
+            this.set({ tenant_id: b.tenantId, data_source: b.dataSource, state }, b.state === state ? 1 : 0);
+        }
+      },
+    });
+    new Gauge({
+      name: 'data_cache_refetch_backlog',
+      help: 'Cache entries flagged (invalidated) that hold data and wait for a background re-fetch, of every instance: counted in the database when scraped (NaN while the database does not answer).',
+      registers,
+      async collect() {
+        // A scrape still answers while the database does not.
+        this.set(await data.refetchBacklog().catch(() => NaN));
+      },
+    });
+    new Gauge({
+      name: 'data_cache_refetching',
+      help: "Subjects this instance's background re-fetch claimed and has not re-fetched yet: queued behind PROVIDER_REFETCH_CONCURRENCY, or in a provider call.",
+      registers,
+      collect() {
+        this.set(data.refetching);
+      },
+    });
+  }
+
+  /** A data source key as a label value: the first MAX_DATA_SOURCE_LABELS distinct keys, then `other`. */
+  private sourceLabel(key: string): string {
+    if (this.sources.has(key)) return key;
+    if (this.sources.size >= MAX_DATA_SOURCE_LABELS) return 'other';
+    this.sources.add(key);
+    return key;
   }
 
   /** Admission's outcome callback, counting per tenant. */
@@ -243,9 +405,27 @@ export class Metrics {
     };
   }
 
-  /** Yoga plugin counting operations by name (bounded) and outcome. */
+  /**
+   * Yoga plugin counting operations by name (bounded) and outcome, and subscriptions open and their
+   * results by transport, whichever transport serves them (the plugin sees every subscribe).
+   */
   graphql(): Plugin {
     return {
+      onSubscribe: ({ args }) => ({
+        onSubscribeResult: ({ result }) => {
+          if (!isAsyncIterable(result)) return;
+          const labels = { transport: transportOf(args.contextValue) };
+          this.subscriptionsOpen.inc(labels);
+          let open = true;
+          return {
+            onNext: () => this.subscriptionEvents.inc(labels),
+            onEnd: () => {
+              if (open) this.subscriptionsOpen.dec(labels);
+              open = false;
+            },
+          };
+        },
+      }),
       onExecute: ({ args }) => {
         const op = (args.document as DocumentNode).definitions.find(
           (d): d is OperationDefinitionNode =>

@@ -4,8 +4,8 @@
 import './data.schema.js';
 
 export { AggregateMemory, DEFAULT_AGGREGATE_SUBJECTS, LiveAggregates, MAX_AGGREGATE_SUBJECTS } from './aggregates/index.js';
-export { DataCache, type StaleNotice } from './cache/index.js';
-export { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from './live/index.js';
+export { type DataMeter, DataCache, type StaleNotice } from './cache/index.js';
+export { DataChangeFeed, type Delivery, type LiveMeter, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS } from './live/index.js';
 export { POINT_TYPES, SecretBox, findDataPointsUrl, findDataSourceKeys } from './model/index.js';
 export { MAX_UNIT_LENGTH } from './data.service.js';
 export { ProviderClient, type ProviderSource } from './provider/index.js';

@@ -2,11 +2,12 @@ import type { Logger } from 'pino';
 import type { Config } from '../../../core/config.js';
 import type { EventBus } from '../../../db/event-bus.js';
 import type { Db } from '../../../db/tables.js';
-import type { DataPoint, ExtractWithSource, SecretBox } from '../model/index.js';
+import { type DataPoint, type ExtractWithSource, type SecretBox, countFlagged } from '../model/index.js';
 import { type Answering, type DataChange, ReportBatch } from './invalidation.js';
 import { CacheFetcher, type Flight, type Want } from './fetcher.js';
 import { type CachedPoints, CacheStore, type Outcome, type SubjectKey } from './store.js';
 import { CacheSweep } from './sweep.js';
+import type { DataMeter } from './meter.js';
 import type { BreakerState, ProviderClient } from '../provider/index.js';
 
 export type { CachedPoints, Outcome, SubjectKey } from './store.js';
@@ -50,13 +51,15 @@ export class DataCache {
   private readonly reports = new ReportBatch((fn) => this.answering(fn));
 
   constructor(
-    db: Db,
+    private readonly db: Db,
     private readonly config: Config,
     log: Logger,
     secrets: SecretBox,
+    /** The instance's metrics: lookups, stale sets served, provider calls and tokens. */
+    private readonly meter?: DataMeter,
   ) {
     this.store = new CacheStore(db, config, log);
-    this.fetcher = new CacheFetcher(this.store, config, log, secrets);
+    this.fetcher = new CacheFetcher(this.store, config, log, secrets, meter);
     this.sweep = new CacheSweep(db, this.store, this.fetcher, config, log);
   }
 
@@ -102,6 +105,16 @@ export class DataCache {
     return this.fetcher.provider.breakerStates();
   }
 
+  /** Entries flagged and waiting for a background re-fetch, of every instance (counted in the database, for a gauge). */
+  refetchBacklog(): Promise<number> {
+    return countFlagged(this.db);
+  }
+
+  /** Subjects this instance's background re-fetch claimed and has not re-fetched yet (for a gauge). */
+  get refetching(): number {
+    return this.sweep.refetching;
+  }
+
   /**
    * The data points of some subjects of one extract: from the LRU, then PostgreSQL, then the provider;
    * `onOutcome` hears each subject served from the LRU or a fresh row (`cached`: what its row holds), each
@@ -120,14 +133,18 @@ export class DataCache {
       onOutcome?.(id, o, 'cached');
     };
     const pending: Want['subject'][] = [];
+    let inMemory = 0;
     for (const s of subjects) {
       if (s.identifier === null) cached(s.id, { points: [], fetchedAt: null, stale: false });
       else {
         const hit = this.store.recall(tenantId, extract.key, s);
-        if (hit) cached(s.id, hit);
-        else pending.push(s as Want['subject']);
+        if (hit) {
+          inMemory++;
+          cached(s.id, hit);
+        } else pending.push(s as Want['subject']);
       }
     }
+    this.meter?.lookups('memory', inMemory);
     if (pending.length === 0) return out;
 
     const gen = this.store.generation(tenantId, extract.key);
@@ -143,6 +160,7 @@ export class DataCache {
       const usable = row?.points != null && row.fetched_at !== null && row.subject_identifier === s.identifier;
       if (usable && !row.stale && this.store.fresh(row.fetched_at!)) {
         const points = row.points as DataPoint[];
+        this.meter?.lookups('database', 1);
         cached(s.id, { points, fetchedAt: row.fetched_at, stale: false });
         this.store.remember(tenantId, extract.key, s, points, row.fetched_at!, gen);
         continue;
@@ -151,6 +169,7 @@ export class DataCache {
       // fetches that will store against the version this request read.
       const hit = this.store.recall(tenantId, extract.key, s);
       if (hit) {
+        this.meter?.lookups('memory', 1);
         cached(s.id, hit);
         continue;
       }
@@ -166,6 +185,7 @@ export class DataCache {
         fallback: usable ? { points: row.points as DataPoint[], fetchedAt: row.fetched_at! } : undefined,
       });
     }
+    this.meter?.lookups('miss', shared.length + wants.length);
     for (const [id, p] of this.fetcher.fetch(tenantId, extract, wants, gen)) shared.push([id, p]);
     await Promise.all(
       shared.map(([id, f]) => {
@@ -175,6 +195,12 @@ export class DataCache {
           onOutcome?.(id, o, 'fetched');
         });
       }),
+    );
+    this.meter?.staleServed(
+      shared.filter(([id]) => {
+        const o = out.get(id);
+        return o !== undefined && !(o instanceof Error) && o.stale;
+      }).length,
     );
     return out;
   }
@@ -200,6 +226,7 @@ export class DataCache {
   ): Promise<Map<string, Located>> {
     const out = new Map<string, Located>();
     const unknown: SubjectKey[] = [];
+    let inMemory = 0;
     for (const s of subjects) {
       if (s.identifier === null) {
         out.set(s.id, { at: 'memory', points: [], fetchedAt: null, stale: false });
@@ -207,10 +234,14 @@ export class DataCache {
       }
       // The LRU holds only sets that are what the row holds, dropped when the row is invalidated.
       const hit = this.store.recall(tenantId, extract.key, s);
-      if (hit) out.set(s.id, { at: 'rows', fetchedAt: hit.fetchedAt! });
-      else unknown.push(s);
+      if (hit) {
+        inMemory++;
+        out.set(s.id, { at: 'rows', fetchedAt: hit.fetchedAt! });
+      } else unknown.push(s);
     }
+    this.meter?.lookups('memory', inMemory);
     const fresh = await this.store.freshRows(tenantId, extract.key, unknown);
+    this.meter?.lookups('database', fresh.size);
     const rest = unknown.filter((s) => {
       const fetchedAt = fresh.get(s.id);
       if (fetchedAt) out.set(s.id, { at: 'rows', fetchedAt });

@@ -5,7 +5,7 @@ import type { Config } from '../../../core/config.js';
 import { ProviderUnavailableError } from '../../../core/errors.js';
 import { errorLogLevel } from '../../../http/errors.js';
 import type { CacheWrite, DataPoint, ExtractWithSource, RejectedPoint, SecretBox } from '../model/index.js';
-import { CircuitOpenError, ProviderClient, type ProviderSource } from '../provider/index.js';
+import { CircuitOpenError, ProviderClient, type ProviderMeter, type ProviderSource } from '../provider/index.js';
 import { type CacheStore, type CachedPoints, type Outcome, type SubjectKey, cacheKey } from './store.js';
 
 /** A subject to fetch, with what the cache row said when it was read. */
@@ -65,6 +65,7 @@ export class CacheFetcher {
     private readonly config: Config,
     private readonly log: Logger,
     private readonly secrets: SecretBox,
+    meter?: ProviderMeter,
   ) {
     this.provider = new ProviderClient(
       {
@@ -80,6 +81,7 @@ export class CacheFetcher {
         breakerOpenMs: config.PROVIDER_BREAKER_OPEN_MS,
       },
       log,
+      meter,
     );
   }
 

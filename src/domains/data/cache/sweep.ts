@@ -46,6 +46,8 @@ export class CacheSweep {
   private again = false;
   private closed = false;
   private timer: NodeJS.Timeout | undefined;
+  /** Subjects claimed and not re-fetched yet (queued behind PROVIDER_REFETCH_CONCURRENCY, or in a call). */
+  refetching = 0;
 
   constructor(
     private readonly db: Db,
@@ -181,7 +183,8 @@ export class CacheSweep {
           wants.push({ subject: { id: r.subject_id, identifier }, expectedVersion: r.version, removedIds: r.removed_ids, fallback });
         }
         const outcomes = this.fetcher.fetch(tenantId, extract, wants, gen, (fn) => this.refetchLimit.execute(fn));
-        for (const f of outcomes.values()) runs.push(f.outcome);
+        this.refetching += outcomes.size;
+        for (const f of outcomes.values()) runs.push(f.outcome.finally(() => this.refetching--));
       }
       await Promise.all(runs);
       // Nothing fetched: what was claimed waits for the sweep scheduled after the invalidations to come.

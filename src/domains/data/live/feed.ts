@@ -63,6 +63,11 @@ export interface ChangeListener {
   interrupted(error: AppError): void;
 }
 
+/** What the feed tells the instance's metrics: a subscriber ended for falling behind (SLOW_CONSUMER), with the unread changes it dropped. */
+export interface LiveMeter {
+  slowConsumer(droppedChanges: number): void;
+}
+
 /** Ends a subscription when its token expires: `end` gets UNAUTHENTICATED at `expiresAt` (ms). Returns what cancels it. */
 export function endAtTokenExpiry(expiresAt: number, end: (error: AppError) => void): () => void {
   let timer: NodeJS.Timeout;
@@ -107,6 +112,7 @@ class Subscription implements AsyncIterableIterator<Delivery> {
     readonly filter: ChangeFilter,
     /** Called once as it ends. */
     private readonly release: (sub: Subscription) => void,
+    private readonly meter?: LiveMeter,
   ) {
     if (principal.expiresAt !== undefined) this.cancelExpiry = endAtTokenExpiry(principal.expiresAt, (e) => this.end(e));
   }
@@ -136,6 +142,7 @@ class Subscription implements AsyncIterableIterator<Delivery> {
     const pending = (this.pending ??= new Map());
     const entry = pending.get(change.extractKey);
     if (!entry && !this.bursts.has(burst) && this.bursts.size >= MAX_PENDING_BURSTS) {
+      this.meter?.slowConsumer(pending.size + 1);
       this.end(
         new AppError(
           503,
@@ -242,6 +249,7 @@ export class DataChangeFeed {
     private readonly db: Db,
     private readonly limits: { perClient: number },
     private readonly log: Logger,
+    private readonly meter?: LiveMeter,
   ) {}
 
   /** Follows every instance's changes on `bus` (absent: subscriptions are refused, nothing could be heard). */
@@ -285,11 +293,16 @@ export class DataChangeFeed {
    */
   open(principal: Principal, filter: ChangeFilter): AsyncIterableIterator<Delivery> {
     const free = this.hold(principal);
-    const sub = new Subscription(principal, filter, (ended) => {
-      const subs = this.byTenant.get(ended.principal.tenantId);
-      if (subs?.delete(ended) && subs.size === 0) this.byTenant.delete(ended.principal.tenantId);
-      free();
-    });
+    const sub = new Subscription(
+      principal,
+      filter,
+      (ended) => {
+        const subs = this.byTenant.get(ended.principal.tenantId);
+        if (subs?.delete(ended) && subs.size === 0) this.byTenant.delete(ended.principal.tenantId);
+        free();
+      },
+      this.meter,
+    );
     let subs = this.byTenant.get(principal.tenantId);
     if (!subs) this.byTenant.set(principal.tenantId, (subs = new Set()));
     subs.add(sub);

@@ -3,5 +3,5 @@
 import './subscription.schema.js';
 
 export { type ChangeKind, type DataPointsChange, newBurst, publishDataPointsChange } from './events.js';
-export { DataChangeFeed, type Delivery, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS, endAtTokenExpiry } from './feed.js';
+export { DataChangeFeed, type Delivery, type LiveMeter, MAX_PENDING_BURSTS, MAX_PENDING_SUBJECTS, endAtTokenExpiry } from './feed.js';
 export { endWhenClientGoes } from './subscription.schema.js';

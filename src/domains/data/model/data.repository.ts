@@ -406,6 +406,17 @@ export async function claimFlagged(db: Db, limit: number, leaseSeconds: number):
     .execute();
 }
 
+/** Entries flagged and holding data, claimed or not: what the background re-fetch has left to do (data_cache_flagged_idx). */
+export async function countFlagged(db: Db): Promise<number> {
+  const { n } = await db
+    .selectFrom('data_cache')
+    .select(sql<number>`count(*)::int`.as('n'))
+    .where('stale', '=', true)
+    .where('points', 'is not', null)
+    .executeTakeFirstOrThrow();
+  return n;
+}
+
 /** Gives claimed rows of one extract back to the next sweep (their lease ends now). */
 export async function releaseClaims(db: Db, tenantId: string, extractKey: string, subjectIds: readonly string[]): Promise<void> {
   if (subjectIds.length === 0) return;

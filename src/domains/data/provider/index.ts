@@ -7,3 +7,4 @@ export {
   type ProviderPolicy,
   type ProviderSource,
 } from './provider-client.js';
+export type { ProviderFault, ProviderMeter, TokenOutcome } from './meter.js';

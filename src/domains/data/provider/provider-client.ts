@@ -22,6 +22,7 @@ import * as oauth from 'oauth4webapi';
 import type { Logger } from 'pino';
 import { canonicalKeys } from '../../../core/input.js';
 import { type DataPoint, ProviderPageSchema, type RejectedPoint, parseExactJson, readProviderPage } from '../model/index.js';
+import type { ProviderFault, ProviderMeter, TokenOutcome } from './meter.js';
 
 /** A data source as the client calls it (the secret already opened). */
 export interface ProviderSource {
@@ -69,6 +70,7 @@ export class ProviderError extends Error {
   constructor(
     message: string,
     readonly retryable: boolean,
+    readonly fault: ProviderFault,
     readonly retryAfterMs?: number,
   ) {
     super(message);
@@ -78,7 +80,7 @@ export class ProviderError extends Error {
 /** A call refused without reaching the provider: its circuit is open. */
 export class CircuitOpenError extends ProviderError {
   constructor() {
-    super('The provider circuit is open: too many of its recent calls failed.', false);
+    super('The provider circuit is open: too many of its recent calls failed.', false, 'refused');
   }
 }
 
@@ -204,6 +206,7 @@ export class ProviderClient {
   constructor(
     private readonly policy: ProviderPolicy,
     private readonly log: Logger,
+    private readonly meter?: ProviderMeter,
   ) {}
 
   /** The circuit state of each data source called since start. */
@@ -232,7 +235,8 @@ export class ProviderClient {
     const rejected: RejectedPoint[] = [];
     let after: string | null = null;
     for (let page = 1; ; page++) {
-      if (page > this.policy.maxPages) throw new ProviderError(`The provider answered more than ${this.policy.maxPages} pages.`, false);
+      if (page > this.policy.maxPages)
+        throw new ProviderError(`The provider answered more than ${this.policy.maxPages} pages.`, false, 'invalid_answer');
       // The contract's request exactly: every property present, nulls explicit.
       const body = {
         SubjectIdentifiers: subjectIdentifiers,
@@ -244,7 +248,8 @@ export class ProviderClient {
       rejected.push(...answer.rejected);
       if (!answer.pageInfo.HasNextPage) return { points, rejected };
       const next = answer.pageInfo.EndCursor ?? null;
-      if (next === null || next === after) throw new ProviderError('The provider said HasNextPage without a new EndCursor.', false);
+      if (next === null || next === after)
+        throw new ProviderError('The provider said HasNextPage without a new EndCursor.', false, 'invalid_answer');
       after = next;
     }
   }
@@ -325,14 +330,38 @@ export class ProviderClient {
     try {
       return await retryPolicy.execute(({ signal }) =>
         this.gated(source, () =>
-          this.throughBreaker(source, mustReach, signal, (inner) =>
-            attemptTimeout.execute(({ signal: attemptSignal }) => this.attempt(source, body, attemptSignal), inner),
+          this.metered(source, () =>
+            this.throughBreaker(source, mustReach, signal, (inner) =>
+              attemptTimeout.execute(({ signal: attemptSignal }) => this.attempt(source, body, attemptSignal), inner),
+            ),
           ),
         ),
       );
     } catch (e) {
       if (e instanceof BrokenCircuitError) throw new CircuitOpenError();
-      if (e instanceof TaskCancelledError) throw new ProviderError(`The provider did not answer within ${timeoutMs} ms.`, true);
+      if (e instanceof TaskCancelledError) throw new ProviderError(`The provider did not answer within ${timeoutMs} ms.`, true, 'timeout');
+      throw e;
+    }
+  }
+
+  /** One attempt, told to the meter with its outcome and seconds (the wait for a place before it not counted). */
+  private async metered<T>(source: ProviderSource, fn: () => Promise<T>): Promise<T> {
+    if (!this.meter) return fn();
+    const started = performance.now();
+    try {
+      const value = await fn();
+      this.meter.call(source.key, 'ok', (performance.now() - started) / 1000);
+      return value;
+    } catch (e) {
+      const fault: ProviderFault =
+        e instanceof BrokenCircuitError
+          ? 'refused'
+          : e instanceof TaskCancelledError
+            ? 'timeout'
+            : e instanceof ProviderError
+              ? e.fault
+              : 'unreachable';
+      this.meter.call(source.key, fault, (performance.now() - started) / 1000);
       throw e;
     }
   }
@@ -381,22 +410,22 @@ export class ProviderClient {
       }
       if (res.status !== 200) {
         await discard(res);
-        throw new ProviderError(`The provider answered ${res.status}.`, false);
+        throw new ProviderError(`The provider answered ${res.status}.`, false, 'http_error');
       }
       let json: unknown;
       try {
         // Decimals a double does not hold are kept as written (P86).
         json = parseExactJson(await res.text());
       } catch {
-        throw new ProviderError('The provider answered malformed JSON.', false);
+        throw new ProviderError('The provider answered malformed JSON.', false, 'invalid_answer');
       }
       const page = readProviderPage(canonicalKeys(json, ProviderPageSchema));
-      if (!page.ok) throw new ProviderError(`The provider's answer has the wrong shape at ${page.problem}`, false);
+      if (!page.ok) throw new ProviderError(`The provider's answer has the wrong shape at ${page.problem}`, false, 'invalid_answer');
       return page;
     } catch (e) {
       if (e instanceof ProviderError || signal.aborted) throw e;
       // fetch's TypeError: connection refused or reset, DNS, TLS.
-      throw new ProviderError(`The provider could not be reached: ${(e as Error).message}`, true);
+      throw new ProviderError(`The provider could not be reached: ${(e as Error).message}`, true, 'unreachable');
     }
   }
 
@@ -411,9 +440,9 @@ export class ProviderClient {
   }
 
   /** A retryable failure, unless its Retry-After is longer than one attempt may take (then it fails now, P35). */
-  private transient(message: string, res: Response): ProviderError {
+  private transient(message: string, res: Response, fault: ProviderFault = 'http_error'): ProviderError {
     const wait = retryAfter(res.headers.get('retry-after'));
-    return new ProviderError(message, wait === undefined || wait <= this.policy.timeoutMs, wait);
+    return new ProviderError(message, wait === undefined || wait <= this.policy.timeoutMs, fault, wait);
   }
 
   /** Forgets a token the provider refused, unless a newer one replaced it already. */
@@ -451,6 +480,8 @@ export class ProviderClient {
     const as: oauth.AuthorizationServer = { issuer: new URL(tokenUrl).origin, token_endpoint: tokenUrl };
     const client: oauth.Client = { client_id: clientId };
     const secret = (await source.clientSecret()) ?? '';
+    const started = performance.now();
+    const told = (outcome: TokenOutcome) => this.meter?.token(source.key, outcome, (performance.now() - started) / 1000);
     let res: Response;
     try {
       res = await oauth.clientCredentialsGrantRequest(
@@ -465,19 +496,23 @@ export class ProviderClient {
         },
       );
     } catch (e) {
-      throw new ProviderError(`The provider's token endpoint could not be reached: ${(e as Error).message}`, true);
+      told(signal.aborted ? 'timeout' : 'unreachable');
+      throw new ProviderError(`The provider's token endpoint could not be reached: ${(e as Error).message}`, true, 'token_error');
     }
     if (res.status === 429 || res.status >= 500) {
+      told('http_error');
       await discard(res);
-      throw this.transient(`The provider's token endpoint answered ${res.status}.`, res);
+      throw this.transient(`The provider's token endpoint answered ${res.status}.`, res, 'token_error');
     }
     try {
       const t = await oauth.processClientCredentialsResponse(as, client, res);
+      told('ok');
       const ttl = (t.expires_in ?? 3600) * 1000;
       // Renewed a little early (a tenth of its life, at most a minute) so no call carries an expiring token.
       return { value: t.access_token, renewAt: Date.now() + ttl - Math.min(ttl / 10, 60_000) };
     } catch (e) {
-      throw new ProviderError(`The provider's token endpoint refused the client: ${(e as Error).message}`, false);
+      told('rejected');
+      throw new ProviderError(`The provider's token endpoint refused the client: ${(e as Error).message}`, false, 'token_error');
     }
   }
 }
