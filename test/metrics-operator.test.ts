@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Delivery, MAX_PENDING_BURSTS } from '../src/domains/data/index.js';
 import { MAX_DATA_SOURCE_LABELS, Metrics } from '../src/http/metrics.js';
 import { type TestApp, startApp } from './helpers.js';
-import { type DataTenant, FakeProvider, createDataTenant, eventually, readSteps } from './fake-provider.js';
+import { type DataTenant, FakeProvider, createDataTenant, eventually, providerDataSource, readSteps } from './fake-provider.js';
 import { ANY_PRINCIPAL as principal, Subscriber, feedWithBus } from './live-updates.js';
 
 // What an operator looks at first on /metrics (P142): provider calls by data source and outcome with
@@ -19,7 +19,7 @@ let t: DataTenant;
 beforeAll(async () => {
   provider = await new FakeProvider().start();
   // One attempt per call, and a circuit that stays closed: each read's outcome is what the provider answered.
-  app = await startApp({ PROVIDER_RETRIES: '0', PROVIDER_BACKOFF_MS: '1', PROVIDER_BREAKER_FAILURES: '1000' });
+  app = await startApp({ PROVIDER_RETRIES: '0', PROVIDER_BACKOFF_MS: '1', PROVIDER_BREAKER_FAILURES: '1000', PROVIDER_TIMEOUT_MS: '1000' });
   t = await createDataTenant(app, provider, 3);
 });
 afterAll(async () => {
@@ -109,6 +109,29 @@ describe('provider calls, tokens and the data cache on /metrics', () => {
     expect(text.split('\n').filter((l) => l.includes(t.tenant.key) && !/^admission_\w+\{/.test(l))).toEqual([]);
     expect(text).toMatch(/# TYPE provider_call_duration_seconds histogram/);
     expect(text).toMatch(/# TYPE data_cache_refetch_backlog gauge/);
+  });
+
+  it('counts an attempt cut at PROVIDER_TIMEOUT_MS as a timeout, with its seconds', async () => {
+    const m0 = await scrape();
+    provider.faults.push({ delayMs: 1500 });
+    expect(await readSteps(t, 'E-02')).toBe('PROVIDER_UNAVAILABLE');
+    const m1 = await scrape();
+    expect(delta(m0, m1, calls('timeout'))).toBe(1);
+    expect(delta(m0, m1, `provider_call_duration_seconds_count{data_source="wearables",outcome="timeout"}`)).toBe(1);
+    // Cut at the limit (1 s): not in the buckets below it.
+    expect(delta(m0, m1, `provider_call_duration_seconds_bucket{le="0.5",data_source="wearables",outcome="timeout"}`)).toBe(0);
+  });
+
+  it('counts a token request the provider refuses, and the attempt it failed', async () => {
+    const wrong = await createDataTenant(app, provider, 1, {
+      dataSources: [{ ...providerDataSource(provider), clientSecret: 'not-the-secret', inboundClientIds: ['provider'] }],
+    });
+    const m0 = await scrape();
+    expect(await readSteps(wrong, 'E-01')).toBe('PROVIDER_UNAVAILABLE');
+    const m1 = await scrape();
+    expect(delta(m0, m1, `provider_token_requests_total{data_source="wearables",outcome="rejected"}`)).toBe(1);
+    expect(delta(m0, m1, calls('token_error'))).toBe(1);
+    expect(delta(m0, m1, calls('ok'))).toBe(0);
   });
 
   it(`labels the first ${MAX_DATA_SOURCE_LABELS} data source keys, then counts the others as other`, async () => {
