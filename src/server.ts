@@ -125,7 +125,7 @@ async function main(): Promise<void> {
 
   // Listening before the database is reached: an orchestrator sees a live process that is not ready yet
   // (instead of a crash loop while PostgreSQL starts or fails over), then the app takes over.
-  const { server, serve } = createAppServer(startingHandler);
+  const { server, serve, upgrade } = createAppServer(startingHandler);
   // Node's default is 5 s: a client or proxy sending on a connection idle that long races the close
   // and gets ECONNRESET (seen in the bench's paced run). Shutdown closes idle connections itself.
   server.keepAliveTimeout = config.HTTP_KEEP_ALIVE_TIMEOUT_MS;
@@ -202,6 +202,7 @@ async function main(): Promise<void> {
   built = await buildApp({ config, db, logger, listen: handle.listen, poolStats: handle.poolStats });
   if (stopping) return;
   serve(built.app);
+  upgrade(built.upgrade);
   logger.info({ url: config.publicUrl, database: handle.kind }, 'listening');
   if (demo) printDemo(config.publicUrl, demo, created, config.DASHBOARD ?? true);
 }

@@ -93,7 +93,7 @@ export async function startApp(
   env: Record<string, string> = {},
   opts: { plugins?: KyselyPlugin[]; logStream?: DestinationStream } = {},
 ): Promise<TestApp> {
-  const { server, serve } = createAppServer();
+  const { server, serve, upgrade } = createAppServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
@@ -103,6 +103,7 @@ export async function startApp(
   const built = await buildApp({ config, db: appDb, logger, listen: handle.listen, poolStats: handle.poolStats });
   const { app, tokens } = built;
   serve(app);
+  upgrade(built.upgrade);
   return {
     url,
     config,
@@ -123,7 +124,7 @@ export async function startApp(
  * listener connection, on PGlite (one process only) sharing the embedded database.
  */
 export async function startPeer(first: TestApp, env: Record<string, string> = {}): Promise<TestApp> {
-  const { server, serve } = createAppServer();
+  const { server, serve, upgrade } = createAppServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Instances behind one public URL: tokens of one are valid on the other.
@@ -151,6 +152,7 @@ export async function startPeer(first: TestApp, env: Record<string, string> = {}
     poolStats: handle.poolStats,
   });
   serve(built.app);
+  upgrade(built.upgrade);
   return {
     url,
     config,

@@ -2,6 +2,7 @@ import express from 'express';
 import { type TokenService, authRoutes } from '../domains/auth/index.js';
 import type { DataCache } from '../domains/data/index.js';
 import type { OutboxSender } from '../domains/portal/index.js';
+import type { UpgradeHandler } from '../http/app-server.js';
 import { dashboardRouter } from '../http/dashboard.js';
 import { GRAPHQL_PATH, graphqlEndpoint } from './graphql-endpoint.js';
 import { mountOperations } from './operations.js';
@@ -18,9 +19,12 @@ export interface App {
    * Starts the shutdown drain (P53): /readyz answers 503 from now on, so a load balancer stops
    * sending, and every response carries `Connection: close`, so kept-alive clients reconnect elsewhere.
    * Live subscriptions end at once (SERVICE_UNAVAILABLE: subscribe again) and new ones are refused: a
-   * stream would hold its connection until the shutdown time-out cut it.
+   * stream would hold its connection until the shutdown time-out cut it. WebSocket connections close
+   * (1001) once those ends are sent, and new ones are refused (503).
    */
   drain(): void;
+  /** Takes the upgrades of /graphql to WebSocket (graphql-ws): the HTTP server hands them over (AppServer.upgrade). */
+  upgrade: UpgradeHandler;
   /** Stops background work (re-fetches, the invalidation listener, the outbox sender); the caller closes the database after. */
   close(): Promise<void>;
 }
@@ -51,7 +55,8 @@ export async function buildApp(init: AppInit): Promise<App> {
   );
   app.get('/openapi.json', operations.openapi);
   if (dashboard) app.use(dashboardRouter({ demoDefaults: demo }));
-  app.use(GRAPHQL_PATH, graphqlEndpoint({ config, logger, graphiql }, services));
+  const graphql = graphqlEndpoint({ config, logger, graphiql }, services);
+  app.use(GRAPHQL_PATH, graphql.handlers);
   app.use(restAdapter(config, services));
   app.use(restFallbacks({ metrics: services.metrics !== undefined, dashboard }));
 
@@ -60,9 +65,11 @@ export async function buildApp(init: AppInit): Promise<App> {
     tokens: services.tokens,
     data: services.data,
     outbox: services.outbox,
+    upgrade: graphql.webSocket,
     drain: () => {
       operations.drain();
       services.dataChanges.close();
+      graphql.webSocket.drain();
     },
     close: () => services.close(),
   };

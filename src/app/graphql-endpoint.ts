@@ -1,4 +1,4 @@
-import type { Request, RequestHandler, Response } from 'express';
+import type { Request, RequestHandler } from 'express';
 import type { GraphQLError } from 'graphql';
 import { createYoga, maskError } from 'graphql-yoga';
 import { useDeferStream } from '@graphql-yoga/plugin-defer-stream';
@@ -10,6 +10,7 @@ import { createContext } from '../graphql/context.js';
 import { acceptForYoga, acceptedGraphqlTypes } from '../http/accept.js';
 import { errorLogLevel, graphqlErrorBody, isRefusal, locatedAs } from '../http/errors.js';
 import { graphiqlOptions } from '../http/graphiql.js';
+import { type GraphqlWebSocket, graphqlWebSocket } from '../http/graphql-ws.js';
 import { boundedParser, graphqlRequestLimits, queryLimits } from '../http/graphql-limits.js';
 import {
   admissionControl,
@@ -17,27 +18,43 @@ import {
   everyErrorCoded,
   graphqlErrorsAnswer200,
   logArgs,
+  oneAnswerForJsonClients,
   operationInContext,
   operationNameIsString,
   sharedSubscriptionResults,
   slicedResults,
   staleDataExtension,
 } from '../http/graphql-plugins.js';
+import { multipartSubscriptions } from '../http/multipart-subscriptions.js';
+import type { ResponseLike } from '../http/admission.js';
 import { schema } from './schema.js';
 import type { Services } from './services.js';
 
 export const GRAPHQL_PATH = '/graphql';
 
+/** What Yoga is handed with an operation: who asks, and what stands for its response (HTTP's, or a WebSocket operation's end). */
+interface ServerContext {
+  req: Pick<Request, 'principal' | 'id'>;
+  res: ResponseLike;
+}
+
+/**
+ * Over a WebSocket every operation may stream (graphql-ws sends each part as a message): the Accept of the
+ * request Yoga is handed says so (oneAnswerForJsonClients); nothing else of it is read.
+ */
+const WEBSOCKET_REQUEST_HEADERS = { accept: 'multipart/mixed, application/graphql-response+json', 'content-type': 'application/json' };
+
 /**
  * The /graphql endpoint: Yoga with its plugins, error masking and logging, behind the middleware that
  * answers what Yoga would answer badly: authentication refused as GraphQL errors, the request limits,
- * Accept and Content-Type. Mounted at GRAPHQL_PATH.
+ * Accept and Content-Type. Mounted at GRAPHQL_PATH; `webSocket` takes the upgrades of GRAPHQL_PATH
+ * (graphql-ws), whose operations run through the same Yoga.
  */
 export function graphqlEndpoint(
   { config, logger, graphiql }: { config: Config; logger: Logger; graphiql: boolean },
-  { metrics, admission, authenticate, context }: Services,
-): RequestHandler[] {
-  const yoga = createYoga<{ req: Request; res: Response }>({
+  { metrics, admission, authenticate, verify, context }: Services,
+): { handlers: RequestHandler[]; webSocket: GraphqlWebSocket } {
+  const yoga = createYoga<ServerContext>({
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
     ...graphiqlOptions({ enabled: graphiql, demoDefaults: config.NODE_ENV !== 'production' }),
@@ -67,6 +84,8 @@ export function graphqlEndpoint(
     plugins: [
       // @defer and @stream (P56): incremental results over multipart/mixed or text/event-stream.
       useDeferStream(),
+      oneAnswerForJsonClients,
+      multipartSubscriptions(),
       graphqlErrorsAnswer200,
       everyErrorCoded,
       operationNameIsString,
@@ -84,8 +103,37 @@ export function graphqlEndpoint(
     // The limits depend on the variables (first: $n): queryLimits caches what it can itself.
     parserAndValidationCache: { validationCache: false },
   });
+  const webSocket = graphqlWebSocket({
+    path: GRAPHQL_PATH,
+    verify: (authorization) => verify(authorization, ['ServiceApi']),
+    run: async (params, req, res) => {
+      const request = new yoga.fetchAPI.Request(`${config.publicUrl}${GRAPHQL_PATH}`, {
+        method: 'POST',
+        headers: WEBSOCKET_REQUEST_HEADERS,
+      });
+      const { query, operationName, variables, extensions } = params;
+      const result = await yoga.getResultForParams(
+        {
+          params: {
+            query,
+            operationName: operationName ?? undefined,
+            variables: variables ?? undefined,
+            extensions: extensions ?? undefined,
+          },
+          request,
+        },
+        { req, res },
+      );
+      return result ?? { errors: [new AppError(500, 'INTERNAL_SERVER_ERROR', 'The operation gave no result.')] };
+    },
+    maxPayload: config.MAX_BODY_BYTES,
+    maxBufferedBytes: config.WEBSOCKET_MAX_BUFFERED_BYTES,
+    writeTimeoutMs: config.RESPONSE_WRITE_TIMEOUT_MS,
+    logger,
+    onCut: () => metrics?.responseCut('stream'),
+  });
   const graphqlAuth = authenticate(['ServiceApi']);
-  return [
+  const handlers: RequestHandler[] = [
     (req, res, next) => {
       // Only /graphql itself: a path below it is an unknown resource (404 problem+json), not Yoga's.
       if (req.path !== '/') {
@@ -142,4 +190,5 @@ export function graphqlEndpoint(
       void yoga.handle(req, res, { req, res });
     },
   ];
+  return { handlers, webSocket };
 }

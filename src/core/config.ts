@@ -98,6 +98,15 @@ const envSchema = z
      * not drained within it ends the connection; 0: no deadline.
      */
     RESPONSE_WRITE_TIMEOUT_MS: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
+    /**
+     * Output waiting for a GraphQL WebSocket client past this many bytes: it is not reading, and the
+     * connection is closed (1008, P136). Above the largest single answer (a large page is ~10 MB).
+     */
+    WEBSOCKET_MAX_BUFFERED_BYTES: z.coerce
+      .number()
+      .int()
+      .min(64 * 1024)
+      .default(32 * 1024 * 1024),
     /** On SIGTERM: /readyz answers 503 and responses carry `Connection: close` for this long before the listener closes. */
     SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
     /** After the drain: in-flight requests get this long to finish before connections are cut. */

@@ -25,7 +25,7 @@ export interface AdmissionOptions {
 }
 
 /** The part of a response admission needs: headers to set, and its end (the units go back then). */
-interface ResponseLike {
+export interface ResponseLike {
   /** True once the response or its connection has closed (Node's ServerResponse). */
   readonly closed: boolean;
   setHeader(name: string, value: string): unknown;

@@ -1,11 +1,23 @@
 import { IncomingMessage, type Server, ServerResponse, createServer } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Express } from 'express';
+
+/** Who takes over a connection asking to upgrade (a WebSocket): the requests it `accepts` go to `handle`. */
+export interface UpgradeHandler {
+  accepts(req: IncomingMessage): boolean;
+  handle(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+}
 
 /** An HTTP server, and the way to hand it the Express app that answers its requests. */
 export interface AppServer {
   server: Server;
   /** From now on requests are born with `app`'s request and response prototypes and go to `handle` (the app). */
   serve(app: Express, handle?: (req: IncomingMessage, res: ServerResponse) => void): void;
+  /**
+   * From now on an upgrade request that `upgrades` accepts goes to it; any other (and every one before)
+   * is answered as a plain request.
+   */
+  upgrade(upgrades: UpgradeHandler): void;
 }
 
 /** Before `serve`, by default: not ready, 503 without a body. */
@@ -33,19 +45,25 @@ export function createAppServer(starting: (req: IncomingMessage, res: ServerResp
   }
   AppResponse.prototype = ServerResponse.prototype;
   let handler = starting;
+  let upgrades: UpgradeHandler | undefined;
   const server = createServer(
     {
       IncomingMessage: AppRequest as unknown as typeof IncomingMessage,
       ServerResponse: AppResponse as unknown as typeof ServerResponse,
+      shouldUpgradeCallback: (req) => upgrades?.accepts(req) ?? false,
     },
     (req, res) => handler(req, res),
   );
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => upgrades?.handle(req, socket, head));
   return {
     server,
     serve(app, handle = app) {
       AppRequest.prototype = app.request;
       AppResponse.prototype = app.response;
       handler = handle;
+    },
+    upgrade(u) {
+      upgrades = u;
     },
   };
 }

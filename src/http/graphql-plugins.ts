@@ -1,4 +1,3 @@
-import type { Response } from 'express';
 import {
   BREAK,
   type DocumentNode,
@@ -19,8 +18,9 @@ import { AppError } from '../core/errors.js';
 import { graphqlRendering, isRefusal, withExtensions } from './errors.js';
 import { type Context, operationKind } from '../graphql/context.js';
 import { type SharedEvent, isSharedEvent } from '../graphql/shared-events.js';
-import type { Admission } from './admission.js';
+import type { Admission, ResponseLike } from './admission.js';
 import { slicedJson } from './sliced-json.js';
+import { acceptedGraphqlTypes } from './accept.js';
 
 // The Yoga plugins of /graphql: how errors answer (D4, P27, P50), what a result carries (D10 stale data),
 // admission, and compilation of repeated documents. The D11 limits are in graphql-limits.ts. A result may be
@@ -131,16 +131,38 @@ export const everyErrorCoded: Plugin = {
     if (Array.isArray(result) || !result || typeof result !== 'object' || !('errors' in result) || !result.errors?.length) return;
     const errors = result.errors as GraphQLError[];
     if (errors.every((e) => e.extensions?.['code'])) return;
-    setResult({
-      ...result,
-      errors: errors.map((e) => {
-        if (e.extensions?.['code']) return e;
-        const code = e.message.startsWith('Syntax Error') ? 'GRAPHQL_PARSE_FAILED' : e.path ? 'BAD_REQUEST' : 'GRAPHQL_VALIDATION_FAILED';
-        return withExtensions(e, { ...e.extensions, code });
-      }),
-    });
+    setResult({ ...result, errors: errors.map(coded) });
   },
 };
+
+function coded(e: GraphQLError): GraphQLError {
+  if (e.extensions?.['code']) return e;
+  const code = e.message.startsWith('Syntax Error') ? 'GRAPHQL_PARSE_FAILED' : e.path ? 'BAD_REQUEST' : 'GRAPHQL_VALIDATION_FAILED';
+  return withExtensions(e, { ...e.extensions, code });
+}
+
+/**
+ * A result as Yoga writes it over HTTP, for the transports whose messages are written here (graphql-ws,
+ * Apollo's multipart subscriptions): every error coded (`everyErrorCoded`), without what Yoga keeps for
+ * itself (`extensions.http`, an error's `http` and `unexpected`).
+ */
+export function resultAsSent(result: ExecutionResult): Record<string, unknown> {
+  const { errors, extensions, ...rest } = result;
+  const { http: _http, ...kept } = extensions ?? {};
+  return {
+    ...rest,
+    ...(errors?.length
+      ? {
+          errors: errors.map((e) => {
+            const json = coded(e).toJSON();
+            const { http: _h, unexpected: _u, ...ext } = json.extensions ?? {};
+            return { ...json, extensions: ext };
+          }),
+        }
+      : {}),
+    ...(Object.keys(kept).length ? { extensions: kept } : {}),
+  };
+}
 
 /**
  * A result whose nodes were executed in slices (P65) is serialised in slices as well: Yoga would call
@@ -228,7 +250,8 @@ export const operationInContext: Plugin = {
 export function admissionControl(admission: Admission): Plugin {
   return {
     onExecute({ args, setResultAndStopExecution }) {
-      const ctx = args.contextValue as unknown as Context & { cost?: number; res?: Response };
+      // `res`: the HTTP response, or what stands for it over a WebSocket (one per operation).
+      const ctx = args.contextValue as unknown as Context & { cost?: number; res?: ResponseLike };
       if (!ctx.res || !ctx.principal) return;
       return admission.admit({ tenant: ctx.principal.tenantKey, client: ctx.principal.clientId }, ctx.cost ?? 1, ctx.res).then(
         (release) => ({
@@ -399,6 +422,55 @@ function placed(e: GraphQLError, source: Source): GraphQLError {
     originalError: e.originalError ?? null,
     ...(e.extensions ? { extensions: e.extensions } : {}),
   });
+}
+
+/**
+ * A client that takes no stream (P138: its Accept names neither multipart/mixed nor text/event-stream, as
+ * the middleware in front of Yoga left it) gets one answer. A query or mutation using @defer or @stream runs
+ * without them: the deferred fields and streamed items are in the one result, as the incremental delivery
+ * proposal lets a server choose (the directives are hints). A subscription, which has no single answer, is
+ * refused before it opens (406, naming what to send). Requests without a `request` (none today) are left alone.
+ */
+export const oneAnswerForJsonClients: Plugin = {
+  onExecute({ args, executeFn, setExecuteFn }) {
+    if (!usesIncrementalDelivery(args.document) || takesStreams(args.contextValue)) return;
+    const document = withoutIncrementalDelivery(args.document);
+    setExecuteFn((a) => executeFn({ ...a, document }));
+  },
+  onSubscribe({ args, setResultAndStopExecution }) {
+    if (takesStreams(args.contextValue)) return;
+    setResultAndStopExecution({
+      errors: [
+        new AppError(
+          406,
+          'NOT_ACCEPTABLE',
+          'A subscription answers a stream of events: send Accept: text/event-stream (SSE) or multipart/mixed ' +
+            '(multipart subscriptions), or subscribe over a WebSocket on the same path (graphql-ws).',
+        ),
+      ],
+    });
+  },
+};
+
+/** Whether the request's Accept takes a stream of results (SSE or multipart/mixed). */
+function takesStreams(context: unknown): boolean {
+  const accept = (context as { request?: { headers: { get(name: string): string | null } } }).request?.headers.get('accept');
+  if (accept === undefined) return true;
+  return acceptedGraphqlTypes(accept ?? '').some((t) => t === 'text/event-stream' || t === 'multipart/mixed');
+}
+
+const whole = new WeakMap<DocumentNode, DocumentNode>();
+
+/** The document without its @defer and @stream directives (remembered per parsed document). */
+function withoutIncrementalDelivery(document: DocumentNode): DocumentNode {
+  let plain = whole.get(document);
+  if (!plain) {
+    plain = visit(document, {
+      Directive: (node) => (node.name.value === 'defer' || node.name.value === 'stream' ? null : undefined),
+    });
+    whole.set(document, plain);
+  }
+  return plain;
 }
 
 const incremental = new WeakMap<DocumentNode, boolean>();

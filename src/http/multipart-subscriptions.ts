@@ -1,0 +1,87 @@
+import type { ExecutionResult } from 'graphql';
+import { type Plugin, isAsyncIterable } from 'graphql-yoga';
+import { acceptedGraphqlTypes } from './accept.js';
+import { resultAsSent } from './graphql-plugins.js';
+
+/** Apollo's multipart subscription protocol: the boundary, and the Content-Type of the answer. */
+const BOUNDARY = 'graphql';
+export const MULTIPART_SUBSCRIPTION_TYPE = `multipart/mixed;boundary="${BOUNDARY}";subscriptionSpec="1.0"`;
+/** The protocol's heartbeat period: an empty part while no event comes (proxies keep the connection, a gone client is seen). */
+export const HEARTBEAT_MS = 5_000;
+
+/**
+ * Subscriptions over Apollo's multipart HTTP protocol (P137; Apollo Client's HttpLink sends them with
+ * `Accept: multipart/mixed;subscriptionSpec=1.0`): each event a part `{"payload": <result>}`, a heartbeat
+ * part `{}` every HEARTBEAT_MS, `--graphql--` at the end. Yoga's own multipart answer is for @defer/@stream
+ * only (it refuses a subscription one, and names no `subscriptionSpec`), so a subscription whose client
+ * prefers multipart/mixed to text/event-stream is answered here; the operation itself ran through every
+ * plugin as over SSE. The write deadline (P78) cuts a reader that does not take the parts.
+ */
+export function multipartSubscriptions(): Plugin {
+  const subscriptions = new WeakSet<object>();
+  return {
+    onSubscribe({ args }) {
+      const request = (args.contextValue as { request?: object }).request;
+      if (request) subscriptions.add(request);
+    },
+    onResultProcess({ request, result, setResultProcessor }) {
+      if (!subscriptions.has(request) || !isAsyncIterable(result)) return;
+      const streams = acceptedGraphqlTypes(request.headers.get('accept') ?? '').filter(
+        (t) => t === 'multipart/mixed' || t === 'text/event-stream',
+      );
+      if (streams[0] !== 'multipart/mixed') return;
+      setResultProcessor(
+        (r, fetchAPI) => new fetchAPI.Response(multipartBody(r as AsyncIterable<ExecutionResult>, fetchAPI), { headers: HEADERS }),
+        'multipart/mixed',
+      );
+    },
+  };
+}
+
+const HEADERS = { 'Content-Type': MULTIPART_SUBSCRIPTION_TYPE, 'Cache-Control': 'no-cache', Connection: 'keep-alive' };
+
+/**
+ * The parts of `events`. Each part is followed at once by the next boundary, which is when a reader
+ * knows the part is whole.
+ */
+function multipartBody(
+  events: AsyncIterable<ExecutionResult>,
+  fetchAPI: { ReadableStream: typeof ReadableStream; TextEncoder: typeof TextEncoder },
+): ReadableStream<Uint8Array> {
+  const encoder = new fetchAPI.TextEncoder();
+  const part = (json: string) => encoder.encode(`\r\nContent-Type: application/json; charset=utf-8\r\n\r\n${json}\r\n--${BOUNDARY}`);
+  const iterator = events[Symbol.asyncIterator]();
+  let heartbeat: NodeJS.Timeout | undefined;
+  const stop = () => clearInterval(heartbeat);
+  return new fetchAPI.ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(encoder.encode(`\r\n--${BOUNDARY}`));
+      heartbeat = setInterval(() => {
+        // As Yoga's SSE pings: null is an errored stream; 0 a reader not taking what waits (none added to it).
+        if (controller.desiredSize === null) stop();
+        else if (controller.desiredSize > 0) controller.enqueue(part('{}'));
+      }, HEARTBEAT_MS);
+      // Never what keeps a stopping process alive: the shutdown ends subscriptions itself.
+      heartbeat.unref();
+    },
+    async pull(controller) {
+      try {
+        const { done, value } = await iterator.next();
+        if (done) {
+          stop();
+          controller.enqueue(encoder.encode('--\r\n'));
+          controller.close();
+          return;
+        }
+        controller.enqueue(part(`{"payload":${JSON.stringify(resultAsSent(value))}}`));
+      } catch (e) {
+        stop();
+        controller.error(e);
+      }
+    },
+    async cancel() {
+      stop();
+      await iterator.return?.();
+    },
+  });
+}
