@@ -18,6 +18,8 @@ export interface Fault {
 export interface ProviderCall {
   body: any;
   authorization: string | undefined;
+  /** The W3C trace context the service sent (P139). */
+  traceparent: string | undefined;
 }
 
 /**
@@ -126,7 +128,7 @@ export class FakeProvider {
   private async answer(raw: string, req: IncomingMessage, res: ServerResponse) {
     const authorization = req.headers.authorization;
     const body = JSON.parse(raw);
-    this.calls.push({ body, authorization });
+    this.calls.push({ body, authorization, traceparent: req.headers.traceparent as string | undefined });
     const token = authorization?.replace(/^Bearer /, '') ?? '';
     if (!this.issued.has(token) || this.revoked.has(token)) return json(res, 401, { error: 'invalid_token' });
     const fault = this.faults.shift() ?? this.always;

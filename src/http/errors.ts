@@ -1,6 +1,7 @@
 import { GraphQLError } from 'graphql';
 import { AppError, type FieldErrors } from '../core/errors.js';
 import { expectedErrorOf } from '../db/faults.js';
+import { activeTraceId } from '../core/tracing.js';
 
 // How the service renders an error: problem+json (D5), the GraphQL error (D4), the level it is logged
 // at. The errors themselves are core/errors.ts's; which driver error stands for which, db/faults.ts's.
@@ -11,6 +12,8 @@ export interface Problem {
   status: number;
   detail?: string;
   traceId: string;
+  /** The OpenTelemetry trace id of the request, when the service traces (P140). */
+  otelTraceId?: string;
   errors?: FieldErrors;
 }
 
@@ -47,6 +50,7 @@ const RFC9110: Record<number, string> = {
 
 /** RFC 9457 body for a status. Only an AppError's own message reaches `detail`, never an unexpected one's. */
 export function problem(status: number, traceId: string, detail?: string, errors?: FieldErrors): Problem {
+  const otelTraceId = activeTraceId();
   return {
     // 429 is defined by RFC 6585, not RFC 9110.
     type:
@@ -57,6 +61,7 @@ export function problem(status: number, traceId: string, detail?: string, errors
     status,
     ...(detail !== undefined ? { detail } : {}),
     traceId,
+    ...(otelTraceId ? { otelTraceId } : {}),
     ...(errors ? { errors } : {}),
   };
 }

@@ -17,6 +17,10 @@ const problemShape = {
   status: z.int().min(400).max(599).meta({ description: 'The HTTP status.' }),
   detail: z.string().optional().meta({ description: 'What went wrong, for a human.' }),
   traceId: z.string().meta({ description: 'The request id (also in the X-Request-Id answer header), to find the request in the logs.' }),
+  otelTraceId: z
+    .string()
+    .optional()
+    .meta({ description: "The request's OpenTelemetry trace id, when the service exports traces: to find its trace." }),
 };
 
 /** RFC 9457 problem details, as every error leaves the service (D5). */

@@ -11,6 +11,7 @@ import { type ContextInit, createContext } from '../../graphql/context.js';
 import type { Admission } from '../admission.js';
 import { bindRequest, variableCoercionError } from './binding.js';
 import { type RouteDef, pascalLocation } from './route.js';
+import { routeSpan } from '../tracing.js';
 
 const JSON_TYPES = ['application/json', 'application/*+json'];
 
@@ -51,7 +52,7 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     };
 
     router[route.method](route.path, deps.authenticate(route.scopes ?? ['ServiceApi']), readBody, (req, res, next) => {
-      handle(route, req, res).catch(next);
+      routeSpan(route.method, route.path, () => handle(route, req, res)).catch(next);
     });
   }
 

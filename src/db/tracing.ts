@@ -1,0 +1,39 @@
+import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
+import type { LogEvent } from 'kysely';
+import { tracer, tracingOn } from '../core/tracing.js';
+
+type LogOption = { log?: (event: LogEvent) => void };
+
+/**
+ * Kysely's options for the embedded database, with a span per statement when the process traces (P139):
+ * PostgreSQL's statements are the pg instrumentation's, PGlite's are made here from Kysely's log, which
+ * hears each statement's end, its error and its duration, in the caller's context. The span ends now and
+ * started that long ago, named by the statement's first word, as the pg instrumentation's spans are.
+ */
+export function withStatementSpans(options: LogOption): LogOption {
+  if (!tracingOn()) return options;
+  const inner = options.log;
+  return {
+    log: (event) => {
+      inner?.(event);
+      // Only within a request's (or another operation's) trace, as the pg instrumentation is configured.
+      if (!trace.getSpan(context.active())) return;
+      const end = performance.timeOrigin + performance.now();
+      const text = event.query.sql;
+      const operation = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? 'QUERY';
+      const span = tracer.startSpan(operation, {
+        kind: SpanKind.CLIENT,
+        startTime: end - event.queryDurationMillis,
+        attributes: { 'db.system.name': 'postgresql', 'db.operation.name': operation, 'db.query.text': text },
+      });
+      if (event.level === 'error') {
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        // The SQLSTATE, as PGlite raises it.
+        const code = (event.error as { code?: unknown } | null)?.code;
+        span.setAttribute('error.type', typeof code === 'string' ? code : 'Error');
+        if (typeof code === 'string') span.setAttribute('db.response.status_code', code);
+      }
+      span.end(end);
+    },
+  };
+}

@@ -1,0 +1,364 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { type Server, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { FULL_CLIENT, freePort, openTestDatabase, tenantConfig } from './helpers.js';
+import { FakeProvider, eventually, providerDataSource } from './fake-provider.js';
+
+// P139: OpenTelemetry traces of the real process, started as `npm start` starts it (its script's node
+// arguments, the preload included), on the database of this run (PostgreSQL: the pg instrumentation's
+// statement spans; PGlite: the service's own). It exports OTLP/HTTP as JSON to a receiver this test runs on
+// loopback. The batch processor's delay is set beyond the test, so every span arrives through the
+// shutdown's flush (SIGTERM). P140: the trace id in problem+json and in the log lines.
+
+const NODE = process.execPath;
+const SERVER = 'ssdi-service';
+const HTTP = '@opentelemetry/instrumentation-http';
+const UNDICI = '@opentelemetry/instrumentation-undici';
+const PG = '@opentelemetry/instrumentation-pg';
+/** OTLP's span kinds. */
+const KIND = { internal: 1, server: 2, client: 3 } as const;
+
+/** A span as the receiver got it, its attributes flattened. */
+interface ReceivedSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  name: string;
+  kind: number;
+  scope: string;
+  service: unknown;
+  attributes: Record<string, unknown>;
+}
+
+type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
+type KeyValue = { key: string; value: AnyValue };
+const valueOf = (v: AnyValue): unknown =>
+  v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : undefined) ?? v.boolValue ?? v.doubleValue;
+const flat = (kvs: KeyValue[] | undefined) => Object.fromEntries((kvs ?? []).map((a) => [a.key, valueOf(a.value)]));
+
+/** A trace collector on loopback: OTLP/HTTP with JSON bodies (POST /v1/traces). */
+class OtlpReceiver {
+  url = '';
+  spans: ReceivedSpan[] = [];
+  private server!: Server;
+
+  async start(): Promise<this> {
+    this.server = createServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (c: string) => (body += c));
+      req.on('end', () => {
+        if (req.method !== 'POST' || req.url !== '/v1/traces' || !/^application\/json/.test(req.headers['content-type'] ?? '')) {
+          return void res.writeHead(404).end();
+        }
+        const doc = JSON.parse(body) as {
+          resourceSpans: {
+            resource: { attributes: KeyValue[] };
+            scopeSpans: {
+              scope: { name: string };
+              spans: (Omit<ReceivedSpan, 'attributes' | 'scope' | 'service'> & { attributes: KeyValue[] })[];
+            }[];
+          }[];
+        };
+        for (const rs of doc.resourceSpans) {
+          const service = flat(rs.resource.attributes)['service.name'];
+          for (const ss of rs.scopeSpans)
+            for (const s of ss.spans)
+              this.spans.push({ ...s, parentSpanId: s.parentSpanId ?? '', scope: ss.scope.name, service, attributes: flat(s.attributes) });
+        }
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  trace(traceId: string): ReceivedSpan[] {
+    return this.spans.filter((s) => s.traceId === traceId);
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((r) => this.server.close(() => r()));
+  }
+}
+
+/** The spans of `trace` below `ancestor` (at any depth). */
+function descendants(trace: ReceivedSpan[], ancestor: ReceivedSpan): ReceivedSpan[] {
+  const below = trace.filter((s) => s.parentSpanId === ancestor.spanId);
+  return below.flatMap((s) => [s, ...descendants(trace, s)]);
+}
+
+/** The one span of `spans` that `match` picks. */
+function one(spans: ReceivedSpan[], match: (s: ReceivedSpan) => boolean, what: string): ReceivedSpan {
+  const found = spans.filter(match);
+  expect(
+    found.map((s) => s.name),
+    `${what} in ${JSON.stringify(spans.map((s) => [s.scope, s.name]))}`,
+  ).toHaveLength(1);
+  return found[0]!;
+}
+
+const statementText = (s: ReceivedSpan) => String(s.attributes['db.query.text'] ?? s.attributes['db.statement'] ?? '');
+
+/** A W3C `traceparent` of a caller: a new trace id and the caller's span id. */
+function callerContext() {
+  const traceId = randomBytes(16).toString('hex');
+  const spanId = randomBytes(8).toString('hex');
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
+}
+
+/** The node arguments of `npm start` (package.json's script without its `node`). */
+async function startArguments(): Promise<string[]> {
+  const pkg = JSON.parse(await readFile('package.json', 'utf8')) as { scripts: { start: string } };
+  const [node, ...args] = pkg.scripts.start.split(/\s+/);
+  expect(node).toBe('node');
+  return args;
+}
+
+/** A JSON log line of the service. */
+interface Line {
+  msg: string;
+  req?: { id: string; path: string };
+  trace_id?: string;
+  span_id?: string;
+}
+
+let receiver: OtlpReceiver;
+let provider: FakeProvider;
+let child: ChildProcess;
+let out = '';
+let exitCode: number | null;
+let dir = '';
+let disposeDb: (() => Promise<void>) | undefined;
+const onPostgres = Boolean(inject('pgTemplate'));
+
+/** What the test asked and what it was answered. */
+const asked = {
+  list: { ...callerContext(), status: 0, requestId: '' },
+  read: { ...callerContext(), status: 0, requestId: '', body: '' },
+  missing: { status: 0, requestId: '', body: {} as Record<string, unknown> },
+};
+
+beforeAll(async () => {
+  receiver = await new OtlpReceiver().start();
+  provider = await new FakeProvider().start();
+  provider.pageSize = 100;
+  dir = await mkdtemp(path.join(tmpdir(), 'ssdi-tracing-'));
+  let database: Record<string, string>;
+  if (onPostgres) {
+    const db = await openTestDatabase();
+    disposeDb = db.dispose;
+    database = { DATABASE_URL: db.url! };
+  } else {
+    await cp(inject('pgliteTemplate'), path.join(dir, 'data'), { recursive: true });
+    database = { DATA_DIR: path.join(dir, 'data') };
+  }
+  const tenant = tenantConfig({
+    dataSources: [providerDataSource(provider)],
+    dataExtracts: [{ key: 'steps', name: 'Steps per day', dataSourceKey: 'wearables', options: { metric: 'steps' } }],
+  });
+  const file = path.join(dir, 'tenant.json');
+  await writeFile(file, JSON.stringify({ tenants: [tenant] }));
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const { DATABASE_URL: _, ...env } = process.env;
+  child = spawn(NODE, await startArguments(), {
+    env: {
+      ...env,
+      ...database,
+      NODE_ENV: 'development',
+      LOG_LEVEL: 'info',
+      PORT: String(port),
+      TENANT_CONFIG: file,
+      SHUTDOWN_DRAIN_MS: '0',
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_SERVICE_NAME: 'ssdi-under-test',
+      // Nothing exported before the shutdown: what arrives came through its flush.
+      OTEL_BSP_SCHEDULE_DELAY: '600000',
+    },
+  });
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  await eventually(() => {
+    if (child.exitCode !== null) throw new Error(`server stopped:\n${out}`);
+    return out.includes('"msg":"listening"');
+  }, 50_000).catch((e: Error) => {
+    throw new Error(`${e.message}\n${out}`);
+  });
+
+  const form = new URLSearchParams({
+    grant_type: 'client_credentials',
+    tenant_key: tenant.key,
+    client_id: FULL_CLIENT.clientId,
+    client_secret: FULL_CLIENT.clientSecret,
+    scope: 'ServiceApi',
+  });
+  const token = ((await (await fetch(`${url}/connect/token`, { method: 'POST', body: form })).json()) as { access_token: string })
+    .access_token;
+  const auth = { authorization: `Bearer ${token}` };
+  const created = await fetch(`${url}/api/v2/messaging/subject`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      CustomFieldValues: [
+        { Key: 'employeeNumber', Value: { String: { Value: 'E-01' } } },
+        { Key: 'fullName', Value: { String: { Value: 'Person 1' } } },
+      ],
+    }),
+  });
+  expect(created.status).toBe(201);
+  const subjectId = ((await created.json()) as { internalId: string }).internalId;
+
+  // (a) One REST list, (b) one data points read that calls the provider, both under a caller's trace.
+  const list = await fetch(`${url}/api/v2/subject?First=5`, { headers: { ...auth, traceparent: asked.list.traceparent } });
+  Object.assign(asked.list, { status: list.status, requestId: list.headers.get('x-request-id') });
+  await list.arrayBuffer();
+  const read = await fetch(`${url}/graphql`, {
+    method: 'POST',
+    headers: { ...auth, traceparent: asked.read.traceparent, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      query: 'query ReadSteps($id: ID!) { subject(id: $id) { externalId dataPoints(extractKey: "steps") { totalCount } } }',
+      variables: { id: subjectId },
+    }),
+  });
+  Object.assign(asked.read, { status: read.status, requestId: read.headers.get('x-request-id'), body: await read.text() });
+  // (c) A problem, without a caller's trace.
+  const missing = await fetch(`${url}/api/v2/subject/${randomUUID()}`, { headers: auth });
+  Object.assign(asked.missing, { status: missing.status, requestId: missing.headers.get('x-request-id'), body: await missing.json() });
+
+  child.kill('SIGTERM');
+  exitCode = await exited;
+}, 90_000);
+
+afterAll(async () => {
+  if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  await receiver?.close();
+  await provider?.close();
+  await disposeDb?.();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('OpenTelemetry traces of the running service (P139)', () => {
+  it('exports every span through the shutdown flush, as the service OTEL_SERVICE_NAME names', () => {
+    expect(exitCode, out).toBe(0);
+    expect(receiver.spans.length).toBeGreaterThan(0);
+    expect(new Set(receiver.spans.map((s) => s.service))).toEqual(new Set(['ssdi-under-test']));
+  });
+
+  it("a REST list: the HTTP server span in the caller's trace, the route span named by its template, admission and the SQL statements below it", () => {
+    expect(asked.list.status).toBe(200);
+    const trace = receiver.trace(asked.list.traceId);
+    // The incoming traceparent is honoured: same trace, the caller's span as parent.
+    const server = one(trace, (s) => s.scope === HTTP && s.kind === KIND.server, 'the server span');
+    expect(server.parentSpanId).toBe(asked.list.spanId);
+    expect(server.attributes['http.route']).toBe('/api/v2/subject');
+    const route = one(trace, (s) => s.name === 'GET /api/v2/subject', 'the route span');
+    expect(route).toMatchObject({ parentSpanId: server.spanId, scope: SERVER, attributes: { 'http.route': '/api/v2/subject' } });
+    const below = descendants(trace, route);
+    one(below, (s) => s.name === 'admission' && s.parentSpanId === route.spanId, 'the admission span');
+    const statements = below.filter((s) => s.kind === KIND.client && s.attributes['db.system.name'] === 'postgresql');
+    // PostgreSQL: the pg instrumentation's spans; PGlite: the service's own (src/db/tracing.ts).
+    expect(new Set(statements.map((s) => s.scope))).toEqual(new Set([onPostgres ? PG : SERVER]));
+    expect(
+      statements.some((s) => /from "subject"/.test(statementText(s))),
+      JSON.stringify(statements.map(statementText)),
+    ).toBe(true);
+  });
+
+  it("a data points read: the operation span, the data cache's miss, and the provider's token and data calls, the provider's request carrying the trace's traceparent", () => {
+    expect(asked.read.status, asked.read.body).toBe(200);
+    expect(JSON.parse(asked.read.body)).toMatchObject({ data: { subject: { externalId: 'E-01', dataPoints: { totalCount: 3 } } } });
+    const trace = receiver.trace(asked.read.traceId);
+    const server = one(trace, (s) => s.scope === HTTP && s.kind === KIND.server && s.parentSpanId === asked.read.spanId, 'the server span');
+    const operation = one(descendants(trace, server), (s) => s.name === 'query ReadSteps', 'the operation span');
+    expect(operation.attributes).toMatchObject({ 'graphql.operation.type': 'query', 'graphql.operation.name': 'ReadSteps' });
+    const inOperation = descendants(trace, operation);
+    one(inOperation, (s) => s.name === 'admission', 'the admission span');
+    expect(inOperation.some((s) => s.kind === KIND.client && s.attributes['db.system.name'] === 'postgresql')).toBe(true);
+    const cache = one(inOperation, (s) => s.name === 'data cache', 'the data cache span');
+    expect(cache.attributes).toMatchObject({
+      'ssdi.data.extract': 'steps',
+      'ssdi.cache.hits': 0,
+      'ssdi.cache.misses': 1,
+      'ssdi.cache.stale': 0,
+    });
+    const calls = descendants(trace, cache).filter((s) => s.scope === UNDICI && s.kind === KIND.client);
+    const token = one(calls, (s) => s.attributes['url.full'] === provider.tokenUrl, 'the token request');
+    expect(token.name).toBe('POST');
+    const data = one(calls, (s) => s.attributes['url.full'] === provider.getDataPointsUrl, 'the get-data-points call');
+    expect(data.attributes['http.response.status_code']).toBe(200);
+    // The provider got the trace: W3C trace context, the client span as its parent.
+    expect(provider.calls.map((c) => c.traceparent)).toEqual([`00-${asked.read.traceId}-${data.spanId}-01`]);
+  });
+
+  // P140: the trace id in problem+json, next to the request id (P4).
+  it('a problem+json carries the trace id of its request (a new trace without a caller’s) as otelTraceId', () => {
+    expect(asked.missing.status).toBe(404);
+    const body = asked.missing.body;
+    expect(body['traceId']).toBe(asked.missing.requestId);
+    expect(body['otelTraceId']).toMatch(/^[0-9a-f]{32}$/);
+    const server = one(receiver.trace(String(body['otelTraceId'])), (s) => s.scope === HTTP && s.kind === KIND.server, 'the server span');
+    expect(server.parentSpanId).toBe('');
+    expect(server.attributes['http.response.status_code']).toBe(404);
+  });
+
+  it("every request's log line carries its trace and span ids", () => {
+    const lines = out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Line);
+    const logged = (requestId: string) => {
+      const found = lines.filter((l) => l.msg === 'request completed' && l.req?.id === requestId);
+      expect(found).toHaveLength(1);
+      return found[0]!;
+    };
+    expect(logged(asked.list.requestId).trace_id).toBe(asked.list.traceId);
+    expect(logged(asked.read.requestId).trace_id).toBe(asked.read.traceId);
+    expect(logged(asked.missing.requestId).trace_id).toBe(asked.missing.body['otelTraceId']);
+    for (const l of [asked.list, asked.read, asked.missing].map((a) => logged(a.requestId))) expect(l.span_id).toMatch(/^[0-9a-f]{16}$/);
+  });
+});
+
+/**
+ * The @opentelemetry packages a process imports when started with the service's preload and `env`: a
+ * module resolve hook ahead of it prints each (Node's module.registerHooks).
+ */
+function openTelemetryImports(env: Record<string, string>): Promise<string[]> {
+  const spy = `import { registerHooks } from 'node:module';
+registerHooks({ resolve(specifier, context, next) {
+  if (specifier.startsWith('@opentelemetry/')) process.stdout.write(specifier + '\\n');
+  return next(specifier, context);
+} });`;
+  const { DATABASE_URL: _, ...base } = process.env;
+  const clean = Object.fromEntries(Object.entries(base).filter(([k]) => !k.startsWith('OTEL_')));
+  return new Promise((resolve, reject) =>
+    execFile(
+      NODE,
+      ['--import', `data:text/javascript,${encodeURIComponent(spy)}`, '--import', './dist/src/tracing.js', '-e', ''],
+      { env: { ...clean, ...env } },
+      (err, stdout) => (err ? reject(err) : resolve(stdout.split('\n').filter(Boolean))),
+    ),
+  );
+}
+
+describe('tracing off by default (P139)', () => {
+  it('loads nothing of the SDK without OpenTelemetry variables, nor when they disable it; the endpoint turns it on', async () => {
+    const sdk = (imports: string[]) => imports.filter((m) => m !== '@opentelemetry/api');
+    expect(sdk(await openTelemetryImports({}))).toEqual([]);
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' };
+    expect(sdk(await openTelemetryImports({ ...endpoint, OTEL_SDK_DISABLED: 'true' }))).toEqual([]);
+    expect(sdk(await openTelemetryImports({ ...endpoint, OTEL_TRACES_EXPORTER: 'none' }))).toEqual([]);
+    expect(sdk(await openTelemetryImports(endpoint))).toEqual(
+      expect.arrayContaining(['@opentelemetry/sdk-node', '@opentelemetry/instrumentation-http', '@opentelemetry/instrumentation-undici']),
+    );
+  });
+});
