@@ -18,7 +18,7 @@ export interface Fault {
 export interface ProviderCall {
   body: any;
   authorization: string | undefined;
-  /** The W3C trace context the service sent (P139). */
+  /** The W3C trace context the service sent (P141). */
   traceparent: string | undefined;
 }
 

@@ -10,10 +10,11 @@ import { FULL_CLIENT, freePort, openTestDatabase, tenantConfig } from './helpers
 import { FakeProvider, eventually, providerDataSource } from './fake-provider.js';
 
 // P139: OpenTelemetry traces of the real process, started as `npm start` starts it (its script's node
-// arguments, the preload included), on the database of this run (PostgreSQL: the pg instrumentation's
-// statement spans; PGlite: the service's own). It exports OTLP/HTTP as JSON to a receiver this test runs on
-// loopback. The batch processor's delay is set beyond the test, so every span arrives through the
-// shutdown's flush (SIGTERM). P140: the trace id in problem+json and in the log lines.
+// arguments, the preload included), exporting OTLP/HTTP as JSON to a receiver this test runs on loopback.
+// The batch processor's delay is set beyond the test, so every span arrives through the shutdown's flush
+// (SIGTERM). P141: the span tree of a REST list and of a data points read, on the database of this run
+// (PostgreSQL: the pg instrumentation's statement spans; PGlite: the service's own). P140: the trace id in
+// problem+json and in the log lines.
 
 const NODE = process.execPath;
 const SERVER = 'ssdi-service';
@@ -247,7 +248,7 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-describe('OpenTelemetry traces of the running service (P139)', () => {
+describe('OpenTelemetry traces of the running service (P139, P141)', () => {
   it('exports every span through the shutdown flush, as the service OTEL_SERVICE_NAME names', () => {
     expect(exitCode, out).toBe(0);
     expect(receiver.spans.length).toBeGreaterThan(0);

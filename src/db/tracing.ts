@@ -5,7 +5,7 @@ import { tracer, tracingOn } from '../core/tracing.js';
 type LogOption = { log?: (event: LogEvent) => void };
 
 /**
- * Kysely's options for the embedded database, with a span per statement when the process traces (P139):
+ * Kysely's options for the embedded database, with a span per statement when the process traces (P141):
  * PostgreSQL's statements are the pg instrumentation's, PGlite's are made here from Kysely's log, which
  * hears each statement's end, its error and its duration, in the caller's context. The span ends now and
  * started that long ago, named by the statement's first word, as the pg instrumentation's spans are.

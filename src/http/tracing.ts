@@ -3,7 +3,7 @@ import { type DocumentNode, getOperationAST } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { tracer } from '../core/tracing.js';
 
-// The spans of the HTTP layer's own work (P139): a GraphQL operation, a REST route, the admission wait.
+// The spans of the HTTP layer's own work (P141): a GraphQL operation, a REST route, the admission wait.
 // The request's server span is the HTTP instrumentation's (src/tracing.ts).
 
 /** Marks a span failed, naming the error's class: not its message, which may hold SQL or a secret. */

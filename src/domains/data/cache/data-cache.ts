@@ -121,7 +121,7 @@ export class DataCache {
    * The data points of some subjects of one extract: from the LRU, then PostgreSQL, then the provider;
    * `onOutcome` hears each subject served from the LRU or a fresh row (`cached`: what its row holds), each
    * fetched subject's points as soon as the provider answered (`arrived`, not stored yet), then its
-   * outcome once its chunk's answer is stored (`fetched`). Traced (P139): a `data cache` span whose
+   * outcome once its chunk's answer is stored (`fetched`). Traced (P141): a `data cache` span whose
    * attributes count the subjects found fresh (hits), fetched or waited for (misses) and served stale; the
    * provider calls it makes nest in it.
    */
