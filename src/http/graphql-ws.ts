@@ -219,7 +219,7 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
   };
 
   return {
-    accepts: (req) => req.headers.upgrade?.toLowerCase() === 'websocket' && new URL(req.url ?? '/', 'http://x').pathname === path,
+    accepts: (req) => req.headers.upgrade?.toLowerCase() === 'websocket' && (req.url ?? '/').split('?')[0] === path,
     handle(req, socket, head) {
       if (draining) {
         socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
