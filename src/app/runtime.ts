@@ -1,15 +1,25 @@
 import { readFile } from 'node:fs/promises';
 import { pino, type Logger } from 'pino';
 import type { Config } from '../core/config.js';
+import { traceLogFields, tracingOn } from '../core/tracing.js';
 import { type DatabaseHandle, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { isDatabaseUnavailable } from '../db/faults.js';
 import { SecretBox } from '../domains/data/index.js';
 import { applyTenantFile } from '../domains/tenant-apply/index.js';
+import { type LogOutput, logFormat, prettyDestination } from './pretty-logs.js';
 
-/** The process logger: JSON lines (pino). */
-export function createLogger(config: Pick<Config, 'LOG_LEVEL'>): Logger {
-  return pino({ level: config.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers.cookie'] });
+/** The process logger: JSON lines (pino) to `out`, or pretty lines for a person (P145, `logFormat`). */
+export function createLogger(config: Pick<Config, 'LOG_LEVEL' | 'LOG_FORMAT' | 'NODE_ENV'>, out: LogOutput = process.stdout): Logger {
+  const options = {
+    level: config.LOG_LEVEL,
+    redact: ['req.headers.authorization', 'req.headers.cookie'],
+    // Traced (P140): every line logged within a span carries its trace and span ids.
+    ...(tracingOn() ? { mixin: traceLogFields } : {}),
+  };
+  if (logFormat(config, out) === 'pretty') return pino(options, prettyDestination(out));
+  // Standard output through pino's own destination (sonic-boom), which writes it faster than process.stdout.
+  return out === process.stdout ? pino(options) : pino(options, out);
 }
 
 /**

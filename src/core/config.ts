@@ -88,6 +88,8 @@ const envSchema = z
     /** Open GraphQL subscriptions one client (tenant and client id) may hold on one instance; past it, TOO_MANY_REQUESTS. */
     SUBSCRIPTIONS_PER_CLIENT: z.coerce.number().int().min(1).max(100_000).default(100),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** Unset: pretty lines on a terminal outside production, JSON lines elsewhere (src/app/pretty-logs.ts). */
+    LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
     /**
      * How long an idle kept-alive connection stays open. Longer than the idle timeouts of the proxies in
      * front (60 s is common), so a proxy never reuses a connection the service is closing that moment.
