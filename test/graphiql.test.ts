@@ -1,7 +1,8 @@
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserAvailable, loopbackPage } from './browser.js';
-import { type TestApp, type TestTenant, FULL_CLIENT, createTenant, startApp } from './helpers.js';
+import { type ApiClient, type TestApp, type TestTenant, FULL_CLIENT, createTenant, startApp } from './helpers.js';
+import { FakeProvider, eventually, providerDataSource } from './fake-provider.js';
 
 // Issue 10 item 5: GraphiQL works offline (its assets come from the installed packages) and with a token
 // (a form on the page gets one from /connect/token), and opens with an example query that runs.
@@ -43,7 +44,9 @@ describe('GET /graphql (GraphiQL) over HTTP', () => {
 
 describe.skipIf(!hasBrowser)('GraphiQL in a headless browser', () => {
   let app: TestApp;
+  let provider: FakeProvider;
   let tenant: TestTenant;
+  let api: ApiClient;
   let browser: Browser;
   let page: Page;
   /** Requests the page made to anywhere but the service on loopback (aborted). */
@@ -53,8 +56,13 @@ describe.skipIf(!hasBrowser)('GraphiQL in a headless browser', () => {
 
   beforeAll(async () => {
     app = await startApp();
-    tenant = await createTenant(app);
-    const api = await tenant.client();
+    provider = await new FakeProvider().start();
+    // An extract to subscribe to (its refresh is a live event).
+    tenant = await createTenant(app, {
+      dataSources: [providerDataSource(provider)],
+      dataExtracts: [{ key: 'steps', name: 'Steps per day', dataSourceKey: 'wearables', options: { metric: 'steps' } }],
+    });
+    api = await tenant.client();
     for (const n of ['E-1', 'E-2']) {
       const r = await api.post('/api/v2/messaging/subject', {
         CustomFieldValues: [
@@ -73,6 +81,7 @@ describe.skipIf(!hasBrowser)('GraphiQL in a headless browser', () => {
   afterAll(async () => {
     await browser?.close();
     await app?.close();
+    await provider?.close();
   });
 
   it('renders GraphiQL with the example query and asks for a token instead of showing a 401', async () => {
@@ -118,6 +127,28 @@ describe.skipIf(!hasBrowser)('GraphiQL in a headless browser', () => {
     expect(graphqlRequests.length).toBeGreaterThanOrEqual(2);
     for (const auth of graphqlRequests) expect(auth).toMatch(/^Bearer ey/);
     await page.screenshot({ path: '/tmp/graphiql.png' });
+  });
+
+  it('runs a subscription (over SSE, the graphql-sse protocol): an event shows in the response pane', async () => {
+    // Typed into the editor as a person would (its brackets close themselves and are typed over).
+    await page.click('.graphiql-query-editor .view-lines');
+    await page.keyboard.down('Control');
+    await page.keyboard.press('KeyA');
+    await page.keyboard.up('Control');
+    await page.keyboard.press('Backspace');
+    await page.keyboard.type('subscription { dataPointsChanged(extractKey: "steps") { extractKey kind } }');
+    await page.waitForSelector('.graphiql-query-editor ::-p-text(dataPointsChanged)');
+    await page.click('.graphiql-execute-button');
+    // Refreshed until the event shows: the subscription may still be opening when the first refresh is made.
+    await eventually(async () => {
+      expect((await api.post('/api/v1/dataSet/steps/refresh')).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 200));
+      return (await text('.graphiql-response')).includes('REFRESHED');
+    }, 15_000);
+    const response = (await text('.graphiql-response')).replace(/\s+/g, ' ');
+    expect(response).toContain('"extractKey": "steps"');
+    expect(response).not.toContain('"errors"');
+    await page.screenshot({ path: '/tmp/graphiql-subscription.png' });
   });
 
   it('made no request outside the service on loopback', () => {
