@@ -1,4 +1,6 @@
+import { createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { type Delivery, MAX_PENDING_BURSTS } from '../src/domains/data/index.js';
 import { MAX_DATA_SOURCE_LABELS, Metrics } from '../src/http/metrics.js';
 import { type TestApp, startApp } from './helpers.js';
@@ -172,6 +174,57 @@ describe('subscriptions on /metrics', () => {
       sub.close();
     }
     await eventually(async () => delta(m0, await scrape(), open) === 0);
+  });
+
+  it('counts subscriptions over graphql-ws and multipart HTTP under their own transports', async () => {
+    const query = 'subscription { dataPointsChanged { extractKey } }';
+    const token = await t.tenant.token();
+    const m0 = await scrape();
+    const ws = createClient({
+      url: `${app.url.replace(/^http/, 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { Authorization: `Bearer ${token}` },
+      retryAttempts: 0,
+    });
+    let wsEvents = 0;
+    const unsubscribe = ws.subscribe({ query }, { next: () => wsEvents++, error: () => {}, complete: () => {} });
+    const stop = new AbortController();
+    const res = await fetch(`${app.url}/graphql`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'multipart/mixed;boundary="graphql";subscriptionSpec="1.0",application/json',
+        authorization: `Bearer ${token}`,
+      },
+      body: JSON.stringify({ query }),
+      signal: stop.signal,
+    });
+    expect(res.status).toBe(200);
+    let parts = '';
+    const reading = (async () => {
+      for await (const chunk of res.body!) parts += Buffer.from(chunk).toString();
+    })().catch(() => {});
+    try {
+      const opened = (m: string, transport: string) => delta(m0, m, `graphql_subscriptions_open{transport="${transport}"}`);
+      await eventually(async () => {
+        const m = await scrape();
+        return opened(m, 'websocket') === 1 && opened(m, 'multipart') === 1;
+      });
+      expect((await t.provider.post(CHANGE, { SubjectIdentifier: 'E-03', DataExtractsOptionsValuesFilter: {} })).status).toBe(200);
+      await eventually(() => wsEvents >= 2 && (parts.match(/dataPointsChanged/g) ?? []).length >= 2);
+      const m1 = await scrape();
+      expect(delta(m0, m1, 'graphql_subscription_events_total{transport="websocket"}')).toBeGreaterThanOrEqual(2);
+      expect(delta(m0, m1, 'graphql_subscription_events_total{transport="multipart"}')).toBeGreaterThanOrEqual(2);
+    } finally {
+      unsubscribe();
+      await ws.dispose();
+      stop.abort();
+      await reading;
+    }
+    await eventually(async () => {
+      const m = await scrape();
+      return ['websocket', 'multipart'].every((transport) => delta(m0, m, `graphql_subscriptions_open{transport="${transport}"}`) === 0);
+    });
   });
 
   it('counts a subscriber ended as a slow consumer and the unread events it dropped (in process)', async () => {
