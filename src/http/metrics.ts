@@ -81,9 +81,10 @@ function transportOf(context: unknown): string {
 /**
  * The service's Prometheus metrics (P103): HTTP requests by route template and status, GraphQL
  * operations by name and outcome, database pool use, admission per tenant, data sources' circuits, and
- * the process defaults. One registry per app, so several apps in one process (tests) do not collide. No
- * client labels (clients choose operation names, and there may be many); tenant labels only where
- * fairness between tenants is the point (admission), their number being the operator's.
+ * the process defaults; provider calls and tokens, the data cache and subscriptions (P142). One registry
+ * per app, so several apps in one process (tests) do not collide. No client labels (clients choose
+ * operation names, and there may be many); tenant labels only where fairness between tenants is the
+ * point (admission), their number being the operator's; data source keys capped (P143).
  */
 export class Metrics {
   readonly registry = new Registry();
