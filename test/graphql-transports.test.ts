@@ -98,6 +98,7 @@ async function rawSocket(a: TestApp, params: Record<string, unknown> | undefined
 
 describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
   it('Apollo Client with GraphQLWsLink receives a dataPointsChanged event', async () => {
+    // P136: the same subscription, the token in connectionParams.
     const token = await t.tenant.token();
     const apollo = new ApolloClient({
       link: new GraphQLWsLink(wsClient(app, { Authorization: `Bearer ${token}` })),
@@ -134,6 +135,7 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
   });
 
   it('runs queries and mutations through the same plugins: limits, error codes (D4), permissions', async () => {
+    // P136, D4, D11: every operation over the socket runs through Yoga as an HTTP request's.
     const ws = wsClient(app, { Authorization: `Bearer ${await t.tenant.token()}` });
     const run = (query: string) =>
       new Promise<any>((resolve, reject) => {
@@ -168,7 +170,35 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
     expect(refused.errors[0].extensions.http).toBeUndefined();
   });
 
+  it('streams a @defer query as messages (each part one)', async () => {
+    const ws = wsClient(app, { token: await t.tenant.token() });
+    const parts: any[] = [];
+    await new Promise((resolve, reject) =>
+      ws.subscribe(
+        { query: `{ subjects(first: 2) { edges { node { externalId ... @defer { dataPoints(extractKey: "steps") { totalCount } } } } } }` },
+        { next: (r) => parts.push(r), error: reject, complete: () => resolve(undefined) },
+      ),
+    );
+    expect(parts[0]).toMatchObject({
+      data: { subjects: { edges: [{ node: { externalId: 'E-01' } }, { node: { externalId: 'E-02' } }] } },
+      hasNext: true,
+    });
+    expect(parts.slice(1).flatMap((p) => p.incremental ?? [])).toEqual([
+      expect.objectContaining({ data: { dataPoints: { totalCount: 3 } } }),
+      expect.objectContaining({ data: { dataPoints: { totalCount: 3 } } }),
+    ]);
+    expect(parts.at(-1).hasNext).toBe(false);
+  });
+
+  it('closes a connection that never sends its connection_init (4408, graphql-ws)', async () => {
+    const ws = new WebSocket(wsUrl(app), 'graphql-transport-ws');
+    cleanups.push(() => ws.terminate());
+    const closed = await new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    expect(closed).toEqual({ code: 4408, reason: 'Connection initialisation timeout' });
+  });
+
   it('refuses a connection without a valid token: 4401 with the reason; a token without the scope 4403', async () => {
+    // P136: the token check of an HTTP request's header; its refusal as a close code and reason.
     const missing = await rawSocket(app, undefined);
     expect(await missing.closed).toEqual({ code: 4401, reason: 'UNAUTHENTICATED: An access token is required.' });
     const bad = await rawSocket(app, { Authorization: 'Bearer not-a-token' });
@@ -187,6 +217,7 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
   });
 
   it('counts WebSocket subscriptions under SUBSCRIPTIONS_PER_CLIENT with SSE ones (429, P55)', async () => {
+    // P136, P55: one count per client, whatever the transport.
     const token = await t.tenant.token();
     const sse = new Subscriber(app.url, token, SUBSCRIPTION);
     cleanups.push(() => sse.close());
@@ -217,6 +248,7 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
   });
 
   it('ends a subscription when its token expires (UNAUTHENTICATED, as over SSE), then closes the connection (4403)', async () => {
+    // P136: the feed's expiry end, then the connection's.
     const socket = await rawSocket(app, { token: await shortLivedToken(app, t.tenant.key, 2) });
     await eventually(() => socket.messages.some((m) => m.type === 'connection_ack'));
     socket.ws.send(JSON.stringify({ id: 's', type: 'subscribe', payload: { query: SUBSCRIPTION } }));
@@ -226,6 +258,7 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
   });
 
   it('cuts a client that does not read (1008 SLOW_CONSUMER past WEBSOCKET_MAX_BUFFERED_BYTES)', async () => {
+    // P136, P78: what waits for a client is bounded.
     const socket = await rawSocket(app, { token: await t.tenant.token() });
     await eventually(() => socket.messages.some((m) => m.type === 'connection_ack'));
     socket.ws.pause();
@@ -249,6 +282,7 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
   });
 
   it('closes every connection at the shutdown drain (1001) and refuses new ones (503)', async () => {
+    // P136, P53.
     const peer = await startPeer(app, { LOG_LEVEL: 'silent' });
     try {
       const token = await t.tenant.token();
@@ -272,6 +306,7 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
 
 describe("Apollo's multipart HTTP subscriptions (P137)", () => {
   it('Apollo Client with a plain HttpLink receives a dataPointsChanged event', async () => {
+    // P137
     const apollo = new ApolloClient({
       link: new HttpLink({ uri: `${app.url}/graphql`, headers: { authorization: `Bearer ${await t.tenant.token()}` } }),
       cache: new InMemoryCache(),
@@ -292,6 +327,7 @@ describe("Apollo's multipart HTTP subscriptions (P137)", () => {
   });
 
   it('answers with the protocol: its Content-Type, each event as {"payload": …}, a heartbeat {} every 5 s', async () => {
+    // P137
     const controller = new AbortController();
     cleanups.push(() => controller.abort());
     const res = await fetch(`${app.url}/graphql`, {
@@ -352,6 +388,7 @@ describe('a client that accepts only JSON (P138)', () => {
   };
 
   it('gets a deferred or streamed query whole, in one JSON answer', async () => {
+    // P138
     for (const accept of ['application/json', 'application/graphql-response+json']) {
       const deferred = await json(
         `{ subjects(first: 2) { edges { node { externalId ... @defer { dataPoints(extractKey: "steps") { totalCount } } } } } }`,
@@ -375,6 +412,7 @@ describe('a client that accepts only JSON (P138)', () => {
   });
 
   it('gets 406 for a subscription, naming the Accept to send', async () => {
+    // P138
     const r = await json(SUBSCRIPTION);
     expect(r.status).toBe(406);
     expect(r.body.errors[0].extensions).toEqual({ code: 'NOT_ACCEPTABLE', status: 406 });
