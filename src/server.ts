@@ -19,7 +19,10 @@ import { applyTenantFile } from './domains/tenant-apply/index.js';
 import { inTransaction } from './db/transaction.js';
 import { type RunningProvider, createReferenceProvider } from './provider/reference-provider.js';
 import { applyTenantFilePath, createLogger, openMigratedDatabase } from './app/runtime.js';
+import { flushTracing, tracingOn, tracingWanted } from './core/tracing.js';
 
+/** How long the shutdown waits for buffered spans to be exported. */
+const TRACE_FLUSH_MS = 5_000;
 const DEMO_FILE = fileURLToPath(new URL('../config/demo.tenant.json', import.meta.url));
 const DEMO_SUBJECTS = fileURLToPath(new URL('../config/demo.subjects.json', import.meta.url));
 
@@ -120,6 +123,8 @@ async function main(): Promise<void> {
     throw e;
   }
   const logger = createLogger(config);
+  if (tracingWanted() && !tracingOn())
+    logger.warn('OTEL_* variables are set but tracing is off: start with `node --import ./dist/src/tracing.js` (npm start does)');
   // Read by V8 at every full collection, so it applies from here on (P66: off by default).
   if (config.HEAP_GROWING_PERCENT > 0) setFlagsFromString(`--heap-growing-percent=${config.HEAP_GROWING_PERCENT}`);
 
@@ -165,6 +170,8 @@ async function main(): Promise<void> {
       logger.error({ err: e }, 'error while stopping');
       code ||= 1;
     }
+    // The last spans, the shutdown's requests among them, reach the collector (P139).
+    await flushTracing(TRACE_FLUSH_MS);
     process.exit(code);
   };
   process.on('SIGTERM', () => void stop('SIGTERM', 0));

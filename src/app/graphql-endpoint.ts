@@ -25,6 +25,8 @@ import {
   slicedResults,
   staleDataExtension,
 } from '../http/graphql-plugins.js';
+import { operationSpans } from '../http/tracing.js';
+import { tracingOn } from '../core/tracing.js';
 import { multipartSubscriptions } from '../http/multipart-subscriptions.js';
 import type { ResponseLike } from '../http/admission.js';
 import { schema } from './schema.js';
@@ -86,6 +88,8 @@ export function graphqlEndpoint(
       useDeferStream(),
       oneAnswerForJsonClients,
       multipartSubscriptions(),
+      // Traced (P141): a span per operation, around the others' work.
+      ...(tracingOn() ? [operationSpans] : []),
       graphqlErrorsAnswer200,
       everyErrorCoded,
       operationNameIsString,

@@ -1,5 +1,6 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { ClientClosedError, ServiceUnavailableError, TooManyRequestsError } from '../core/errors.js';
+import { inSpan } from './tracing.js';
 
 /** Who asks: admission shares are per tenant and, within it, per client. */
 export interface Requester {
@@ -129,7 +130,10 @@ export class Admission {
       leave?.();
       release?.();
     });
-    release = await this.acquire(who, cost / this.opts.costPerUnit, (l) => (leave = l));
+    // The wait for units, as a span of the request's trace (P141).
+    release = await inSpan('admission', { 'ssdi.admission.cost': cost }, () =>
+      this.acquire(who, cost / this.opts.costPerUnit, (l) => (leave = l)),
+    );
     if (gone) release();
     return release;
   }
