@@ -34,6 +34,8 @@ interface ReceivedSpan {
   scope: string;
   service: unknown;
   attributes: Record<string, unknown>;
+  /** OTLP's status: code 2 is an error. */
+  status?: { code?: number };
 }
 
 type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
@@ -307,9 +309,14 @@ describe('OpenTelemetry traces of the running service (P139, P141)', () => {
     const body = asked.missing.body;
     expect(body['traceId']).toBe(asked.missing.requestId);
     expect(body['otelTraceId']).toMatch(/^[0-9a-f]{32}$/);
-    const server = one(receiver.trace(String(body['otelTraceId'])), (s) => s.scope === HTTP && s.kind === KIND.server, 'the server span');
+    const trace = receiver.trace(String(body['otelTraceId']));
+    const server = one(trace, (s) => s.scope === HTTP && s.kind === KIND.server, 'the server span');
     expect(server.parentSpanId).toBe('');
     expect(server.attributes['http.response.status_code']).toBe(404);
+    // The client's mistake is named on its route's span, which it does not mark failed.
+    const route = one(trace, (s) => s.name === 'GET /api/v2/subject/:subjectId', 'the route span');
+    expect(route.attributes['error.type']).toBe('NotFoundError');
+    expect(route.status?.code ?? 0).not.toBe(2);
   });
 
   it("every request's log line carries its trace and span ids", () => {

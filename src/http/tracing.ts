@@ -2,13 +2,17 @@ import { type Span, SpanStatusCode, trace } from '@opentelemetry/api';
 import { type DocumentNode, getOperationAST } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { tracer } from '../core/tracing.js';
+import { expectedErrorOf } from '../db/faults.js';
 
 // The spans of the HTTP layer's own work (P141): a GraphQL operation, a REST route, the admission wait.
 // The request's server span is the HTTP instrumentation's (src/tracing.ts).
 
-/** Marks a span failed, naming the error's class: not its message, which may hold SQL or a secret. */
+/**
+ * Names the error that ended a span (its class, not its message: that may hold SQL or a secret), and marks
+ * the span failed unless the error is the client's (a 4xx, as OpenTelemetry's HTTP conventions judge one).
+ */
 function failSpan(span: Span, error: unknown): void {
-  span.setStatus({ code: SpanStatusCode.ERROR });
+  if ((expectedErrorOf(error)?.status ?? 500) >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
   span.setAttribute('error.type', (error as Error)?.constructor?.name ?? 'Error');
 }
 
