@@ -219,17 +219,28 @@ describe('dataPointAggregatesChanged over SSE (graphql-sse client)', () => {
     expect(witness.changes.length).toBeLessThan(many.length);
   });
 
-  it('is served over SSE, as dataPointsChanged is: multipart/mixed is not acceptable for a subscription (406)', async () => {
-    // P111: Yoga streams subscriptions over SSE only (multipart/mixed is for @defer/@stream).
+  it("is served over SSE and over Apollo's multipart protocol, as dataPointsChanged is", async () => {
+    // P111, P137: a subscription whose client prefers multipart/mixed gets Apollo's parts (the first: the current answer).
     for (const query of [SUBSCRIPTION, WITNESS]) {
+      const controller = new AbortController();
       const res = await fetch(`${a.url}/graphql`, {
         method: 'POST',
+        signal: controller.signal,
         headers: { 'content-type': 'application/json', accept: 'multipart/mixed', authorization: `Bearer ${await t.tenant.token()}` },
         body: JSON.stringify({ query, variables: { input: question('2026-11-04') } }),
       });
-      expect(res.status).toBe(406);
-      expect(res.headers.get('accept')).toMatch(/text\/event-stream/);
-      await res.body?.cancel();
+      try {
+        expect(res.status).toBe(200);
+        expect(res.headers.get('content-type')).toBe('multipart/mixed;boundary="graphql";subscriptionSpec="1.0"');
+        if (query === SUBSCRIPTION) {
+          const reader = res.body!.getReader();
+          let text = '';
+          while (!/"payload":/.test(text)) text += Buffer.from((await reader.read()).value!).toString();
+          expect(text).toContain('"dataPointAggregatesChanged"');
+        }
+      } finally {
+        controller.abort();
+      }
     }
   });
 });
