@@ -212,10 +212,11 @@ describe('F12: Accept with q=0', () => {
     expect(deferred.status).toBe(200);
     expect(deferred.type).toMatch(/^multipart\/mixed/);
     expect(results(deferred).length).toBeGreaterThan(1);
-    // A subscription is served over SSE only: refused, nothing else will do.
+    // A subscription with SSE refused and */* otherwise: Apollo's multipart protocol (P137), never SSE.
     const sub = await post('text/event-stream;q=0, */*', SUBSCRIPTION(), undefined, 700);
-    expect(sub.status).toBe(406);
-    expect(sub.open).toBe(false);
+    expect(sub.status).toBe(200);
+    expect(sub.type).toBe('multipart/mixed;boundary="graphql";subscriptionSpec="1.0"');
+    expect(sub.open).toBe(true);
     const strict = await post('application/json;q=0, application/graphql-response+json', '{ nope }');
     expect(strict.status).toBe(400);
     expect(strict.type).toMatch(/^application\/graphql-response\+json/);
