@@ -28,7 +28,7 @@ type Fields = { code: string; message: string; routine?: string; constraint?: st
 function pgError(f: Fields): Error {
   return Object.assign(new pg.DatabaseError(f.message, 100, 'error'), { severity: 'ERROR', ...f });
 }
-/** The same as PGlite raises it (directly or through its node-postgres bridge). */
+/** The same as PGlite raises it (its own DatabaseError, with the same fields). */
 function pgliteError(f: Fields): Error {
   return Object.assign(new pglite.DatabaseError(f.message, 100, 'error'), { severity: 'ERROR', ...f });
 }
@@ -235,7 +235,7 @@ describe('the engine raises what the table expects', () => {
   it('U+0000 in a text argument is a client error (400)', async () => {
     const e = await failure(() => sql`SELECT ${'a\u0000b'}::text`.execute(handle.db));
     // PostgreSQL's pool answers it as the expected error already (it is the table's only 400); PGlite's
-    // plain pool leaves the engine's error to the renderings.
+    // driver leaves the engine's error to the renderings.
     if (handle.kind === 'postgres') expect(e).toBeInstanceOf(AppError);
     else expect(faultOf(e)?.name).toBe('unstorable-text');
     expect(expectedErrorOf(e)?.status).toBe(400);

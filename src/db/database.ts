@@ -6,6 +6,10 @@ import {
   type KyselyPlugin,
   type LogEvent,
   OperatorNode,
+  PGliteAdapter,
+  PGliteDialect,
+  type PGliteDialectConfig,
+  PGliteDriver,
   PostgresDialect,
   type PostgresPool,
   type PostgresPoolClient,
@@ -15,6 +19,7 @@ import {
   sql,
 } from 'kysely';
 import pg from 'pg';
+import { prepareValue } from 'pg/lib/utils.js';
 import { expectedErrorOf, statementRerun } from './faults.js';
 import { type Listen, listenPostgres } from './notifications.js';
 import { openFromPgliteTemplate } from './pglite-template.js';
@@ -80,8 +85,90 @@ class ServiceQueryCompiler extends PostgresQueryCompiler {
   }
 }
 
-/** PostgreSQL (or PGlite through its node-postgres bridge) with the service's compiler. */
+/** PostgreSQL with the service's compiler. */
 class ServiceDialect extends PostgresDialect {
+  override createQueryCompiler(): QueryCompiler {
+    return new ServiceQueryCompiler();
+  }
+}
+
+/**
+ * PGlite's one connection, to one statement or transaction at a time in arrival order. Kysely's own lock
+ * for a single-connection dialect is off (ServicePGliteDialect): it counts no waiters, which the pool
+ * metrics report, and wakes every waiter at each release.
+ *
+ * PGlite executes a statement synchronously on this thread, and the connection passes to the next
+ * waiting statement in a microtask; a response's end admits the tenant's next request in a microtask too.
+ * So a backlog of one tenant's searches ran back to back in one turn of the event loop (300 ms under 50
+ * concurrent searches), and a request that arrived meanwhile was not even read until it was done
+ * (P67). Once the statements that ended in this turn have held it TURN_BUDGET_MS, counted from when the
+ * first of them got the connection, the event loop turns before the connection passes on (and, inside
+ * a transaction, before its next statement: turnPerStatement): requests are read, and queue their
+ * statements, in between. Cheap statements in a row (a request's principal, then its page) stay in one
+ * turn: a turn after each one let the other tenant's work in between them, and doubled B's p99 under
+ * 900-subject pages (P67). Time the loop spent idle, or in turns without a statement, does not count.
+ */
+class ServicePGliteDriver extends PGliteDriver {
+  busy = false;
+  readonly waiting: (() => void)[] = [];
+  /** When the statement (or transaction) holding the connection got it. */
+  #acquiredAt = 0;
+  /** Set while statements end in this turn; cleared at its end (the check phase, after any I/O callbacks). */
+  #turnStarted: number | undefined;
+
+  override async acquireConnection() {
+    if (this.busy) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    this.busy = true;
+    this.#acquiredAt = performance.now();
+    return super.acquireConnection();
+  }
+
+  override async releaseConnection() {
+    await this.turnIfDue();
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.busy = false;
+  }
+
+  /** Called as a statement ends, the connection still held: turns the event loop when the turn's budget is spent. */
+  async turnIfDue(): Promise<void> {
+    if (performance.now() - (this.#turnStarted ?? this.#startTurn(this.#acquiredAt)) >= TURN_BUDGET_MS) {
+      await new Promise(setImmediate);
+      // Resumed in a turn of its own: what runs from here on, the next statement included, counts.
+      this.#startTurn(performance.now());
+    }
+  }
+
+  #startTurn(at: number): number {
+    setImmediate(() => {
+      this.#turnStarted = undefined;
+    });
+    return (this.#turnStarted = at);
+  }
+}
+
+/** PGlite with the service's compiler, its connection handed out by ServicePGliteDriver. */
+class ServicePGliteDialect extends PGliteDialect {
+  readonly driver: ServicePGliteDriver;
+
+  constructor(config: PGliteDialectConfig) {
+    super(config);
+    this.driver = new ServicePGliteDriver(config);
+  }
+
+  override createDriver() {
+    return this.driver;
+  }
+
+  override createAdapter() {
+    return new (class extends PGliteAdapter {
+      // Not true, but the only thing Kysely reads it for is its lock, which the driver's queue replaces.
+      override get supportsMultipleConnections() {
+        return true;
+      }
+    })();
+  }
+
   override createQueryCompiler(): QueryCompiler {
     return new ServiceQueryCompiler();
   }
@@ -151,8 +238,8 @@ function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
 }
 
 /**
- * Opens PostgreSQL when a URL is given, else PGlite in `dataDir` through its node-postgres bridge, so one
- * PostgresDialect (and the same SQL) serves both.
+ * Opens PostgreSQL when a URL is given, else PGlite in `dataDir`: one query compiler (and the same SQL)
+ * serves both.
  */
 export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandle> {
   if (opts.databaseUrl) {
@@ -266,39 +353,15 @@ const SEARCH_THRESHOLD = 'pg_trgm.word_similarity_threshold=0.3';
 export const TURN_BUDGET_MS = 4;
 
 /**
- * PGlite executes a statement synchronously on this thread, and its one connection passes to the next
- * waiting statement in a microtask; a response's end admits the tenant's next request in a microtask too.
- * So a backlog of one tenant's searches ran back to back in one turn of the event loop (300 ms under 50
- * concurrent searches), and a request that arrived meanwhile was not even read until it was done
- * (P67). Once the statements that ended in this turn have held it TURN_BUDGET_MS, counted from when the
- * first of them got the connection (pg-pool's 'acquire'), the event loop turns before the next one:
- * requests are read, and queue their statements, in between. Cheap statements in a row (a request's
- * principal, then its page) stay in one turn: a turn after each one let the other tenant's work in
- * between them, and doubled B's p99 under 900-subject pages (P67). Time the loop spent idle, or in
- * turns without a statement, does not count.
+ * Kysely 0.29 transforms a result after the statement's connection is released, so ServicePGliteDriver
+ * turns the loop at the release; a transaction holds the connection for all its statements, and turns it
+ * here between them (P67).
  */
-function turnPerStatement(pool: pg.Pool): KyselyPlugin {
-  // One connection: the last checkout is the statement (or the transaction) that just ended.
-  let acquiredAt = 0;
-  pool.on('acquire', () => {
-    acquiredAt = performance.now();
-  });
-  // Set while statements end in this turn; cleared at its end (the check phase, after any I/O callbacks).
-  let turnStarted: number | undefined;
-  const startTurn = (at: number): number => {
-    setImmediate(() => {
-      turnStarted = undefined;
-    });
-    return (turnStarted = at);
-  };
+function turnPerStatement(driver: ServicePGliteDriver): KyselyPlugin {
   return {
     transformQuery: ({ node }) => node,
     transformResult: async ({ result }) => {
-      if (performance.now() - (turnStarted ?? startTurn(acquiredAt)) >= TURN_BUDGET_MS) {
-        await new Promise(setImmediate);
-        // Resumed in a turn of its own: what runs from here on, the next statement included, counts.
-        startTurn(performance.now());
-      }
+      await driver.turnIfDue();
       return result;
     },
   };
@@ -308,25 +371,38 @@ function turnPerStatement(pool: pg.Pool): KyselyPlugin {
 export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'onQuery'> = {}): Promise<DatabaseHandle> {
   // One connection for the life of the instance: a session setting holds for every query.
   await pglite.exec(`SET ${SEARCH_THRESHOLD.replace('=', ' = ')}`);
-  const { createPgConfig } = await import('@electric-sql/pglite/node-postgres');
-  const pool = new pg.Pool(createPgConfig(pglite) as pg.PoolConfig);
-  // The plain pool: one in-process connection cannot be lost, and wrapping the bridge's pool (even with a
-  // pass-through) broke its protocol emulation under concurrency ("unexpected parseComplete" in the
-  // two-instance outbox test; cause not found). Its errors are mapped where answers are made (expectedErrorOf).
-  const db = new Kysely<Database>({ dialect: new ServiceDialect({ pool }), plugins: [turnPerStatement(pool)], ...logOption(opts) });
+  // Rows and parameters as `pg` reads and binds them on PostgreSQL (int8 and numeric as strings, a
+  // timestamp as a Date, a JS array as a PostgreSQL array, an object as JSON): the code sees one behaviour.
+  const oids = [...Object.values(pg.types.builtins), ...Object.keys(pglite.parsers).map(Number).filter(Number.isInteger)];
+  for (const oid of oids) {
+    pglite.parsers[oid] = pg.types.getTypeParser(oid, 'text');
+    // A Buffer (bytea) goes as bytes, as `pg` sends it: PGlite's bind takes one too.
+    pglite.serializers[oid] = prepareValue as (value: unknown) => string;
+  }
+  // Kysely's PGlite dialect runs every statement through PGlite's own locks (a transaction holds the
+  // instance), as pglite.listen's statements do: node-postgres's bridge sent each protocol message on its
+  // own, outside them. One in-process connection cannot be lost: its errors are mapped where answers are
+  // made (expectedErrorOf).
+  const dialect = new ServicePGliteDialect({ pglite });
+  const db = new Kysely<Database>({
+    dialect,
+    plugins: [turnPerStatement(dialect.driver)],
+    ...logOption(opts),
+  });
   return {
     db,
     kind: 'pglite',
-    poolStats: () => statsOf(pool),
-    // PGlite delivers NOTIFY (sent through the bridge like any statement) after the commit, in-process.
+    poolStats: () => ({ total: 1, idle: dialect.driver.busy ? 0 : 1, waiting: dialect.driver.waiting.length }),
+    // PGlite delivers NOTIFY (sent like any statement) after the commit, in-process.
     listen: async (channel, handlers) => {
       const unlisten = await pglite.listen(channel, (payload) => handlers.message(payload));
       handlers.connected();
       return { close: () => unlisten() };
     },
     close: async () => {
+      // Kysely closes the instance only if it ran a statement.
       await db.destroy();
-      await pglite.close();
+      if (!pglite.closed) await pglite.close();
     },
   };
 }
