@@ -24,6 +24,7 @@ import { expectedErrorOf, statementRerun } from './faults.js';
 import { type Listen, listenPostgres } from './notifications.js';
 import { openFromPgliteTemplate } from './pglite-template.js';
 import { statementName } from './prepared.js';
+import { withStatementSpans } from './tracing.js';
 import type { Database, Db } from './tables.js';
 
 export interface DatabaseHandle {
@@ -387,7 +388,7 @@ export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'on
   const db = new Kysely<Database>({
     dialect,
     plugins: [turnPerStatement(dialect.driver)],
-    ...logOption(opts),
+    ...withStatementSpans(logOption(opts)),
   });
   return {
     db,
