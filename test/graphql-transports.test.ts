@@ -76,6 +76,19 @@ async function changeUntil(heard: () => boolean): Promise<void> {
   }, 10_000);
 }
 
+/** graphql_subscriptions_open by transport, from /metrics. */
+async function openSubscriptions(): Promise<Record<'sse' | 'multipart' | 'websocket' | 'other', number>> {
+  const text = await (await fetch(`${app.url}/metrics`)).text();
+  const value = (transport: string) =>
+    Number(
+      text
+        .split('\n')
+        .find((l) => l.startsWith(`graphql_subscriptions_open{transport="${transport}"} `))
+        ?.split(' ')[1] ?? 0,
+    );
+  return { sse: value('sse'), multipart: value('multipart'), websocket: value('websocket'), other: value('other') };
+}
+
 interface RawSocket {
   ws: WebSocket;
   messages: any[];
@@ -168,6 +181,30 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
     });
     expect(refused.errors[0].extensions).toMatchObject({ code: 'FORBIDDEN', status: 403 });
     expect(refused.errors[0].extensions.http).toBeUndefined();
+  });
+
+  it('refuses variables over the limits (a lone surrogate, nesting too deep) as over HTTP: 400, nothing written', async () => {
+    // P47: one rule for every transport (Yoga's parameters), the socket's included.
+    const ws = wsClient(app, { Authorization: `Bearer ${await t.tenant.token()}` });
+    const run = (query: string, variables: Record<string, unknown>) =>
+      new Promise<any>((resolve, reject) => {
+        let last: unknown;
+        ws.subscribe({ query, variables }, { next: (r) => (last = r), error: reject, complete: () => resolve(last) });
+      });
+    const create = `mutation ($input: CreateDataExtractInput!) { createDataExtract(input: $input) { dataExtract { key } } }`;
+    const input = (key: string) => ({ key, name: 'X', dataSourceKey: 'wearables', options: {} });
+    let deep: unknown = 1;
+    for (let i = 0; i < 40; i++) deep = { d: deep };
+    for (const [key, variables] of [
+      ['ws-surrogate', { input: { ...input('ws-surrogate'), name: 'X\uD800' } }],
+      ['ws-deep', { input: { ...input('ws-deep'), options: { deep } } }],
+    ] as const) {
+      const answer = await run(create, variables);
+      expect(answer.data).toBeUndefined();
+      expect(answer.errors).toEqual([expect.objectContaining({ extensions: { code: 'BAD_REQUEST', status: 400 } })]);
+      expect(answer.errors[0].message).toMatch(/^Variable \$/);
+      expect(await run(`{ dataExtract(key: "${key}") { key } }`, {})).toEqual({ data: { dataExtract: null } });
+    }
   });
 
   it('streams a @defer query as messages (each part one)', async () => {
@@ -364,16 +401,50 @@ describe("Apollo's multipart HTTP subscriptions (P137)", () => {
     expect(text.startsWith('\r\n--graphql\r\nContent-Type: application/json; charset=utf-8\r\n\r\n')).toBe(true);
   });
 
-  it('a client preferring SSE still gets SSE', async () => {
-    const controller = new AbortController();
-    cleanups.push(() => controller.abort());
-    const res = await fetch(`${app.url}/graphql`, {
-      method: 'POST',
-      signal: controller.signal,
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream, multipart/mixed', authorization: `Bearer ${t.api.token}` },
-      body: JSON.stringify({ query: SUBSCRIPTION }),
-    });
-    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  it('a client preferring SSE still gets SSE, and is counted so on /metrics', async () => {
+    // P137, P142: the transport served is the one counted.
+    for (const accept of ['text/event-stream, multipart/mixed', '*/*']) {
+      const m0 = await openSubscriptions();
+      const controller = new AbortController();
+      cleanups.push(() => controller.abort());
+      const res = await fetch(`${app.url}/graphql`, {
+        method: 'POST',
+        signal: controller.signal,
+        headers: { 'content-type': 'application/json', accept, authorization: `Bearer ${t.api.token}` },
+        body: JSON.stringify({ query: SUBSCRIPTION }),
+      });
+      expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+      await eventually(async () => (await openSubscriptions()).sse === m0.sse + 1);
+      expect(await openSubscriptions()).toMatchObject({ multipart: m0.multipart, other: m0.other });
+      controller.abort();
+      await eventually(async () => (await openSubscriptions()).sse === m0.sse);
+    }
+  });
+
+  it('ends a stream whose client is gone or does not read (multipart and SSE): the subscription closes', async () => {
+    // P137, P78, P142: the server adapter does not cancel a body it stopped sending; the subscription ends anyway.
+    const token = await t.tenant.token();
+    for (const [transport, accept] of [
+      ['multipart', 'multipart/mixed;subscriptionSpec="1.0"'],
+      ['sse', 'text/event-stream'],
+    ] as const) {
+      const before = (await openSubscriptions())[transport];
+      // A reader that takes the first bytes, then stops reading while events are sent, then goes.
+      const controller = new AbortController();
+      const res = await fetch(`${app.url}/graphql`, {
+        method: 'POST',
+        signal: controller.signal,
+        headers: { 'content-type': 'application/json', accept, authorization: `Bearer ${token}` },
+        body: JSON.stringify({ query: SUBSCRIPTION }),
+      });
+      expect(res.status).toBe(200);
+      await res.body!.getReader().read();
+      await eventually(async () => (await openSubscriptions())[transport] === before + 1);
+      for (let i = 0; i < 5; i++)
+        expect((await t.provider.post(CHANGE, { SubjectIdentifier: 'E-01', DataExtractsOptionsValuesFilter: {} })).status).toBe(200);
+      controller.abort();
+      await eventually(async () => (await openSubscriptions())[transport] === before, 10_000);
+    }
   });
 });
 
@@ -415,7 +486,9 @@ describe('a client that accepts only JSON (P138)', () => {
     // P138
     const r = await json(SUBSCRIPTION);
     expect(r.status).toBe(406);
-    expect(r.body.errors[0].extensions).toEqual({ code: 'NOT_ACCEPTABLE', status: 406 });
-    expect(r.body.errors[0].message).toMatch(/text\/event-stream.*multipart\/mixed.*graphql-ws/);
+    // D5: problem+json, as the endpoint's other 406.
+    expect(r.type).toBe('application/problem+json; charset=utf-8');
+    expect(r.body).toMatchObject({ status: 406, title: 'Not Acceptable' });
+    expect(r.body.detail).toMatch(/text\/event-stream.*multipart\/mixed.*graphql-ws/);
   });
 });

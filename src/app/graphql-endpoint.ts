@@ -11,7 +11,7 @@ import { acceptForYoga, acceptedGraphqlTypes } from '../http/accept.js';
 import { errorLogLevel, graphqlErrorBody, isRefusal, locatedAs } from '../http/errors.js';
 import { graphiqlOptions } from '../http/graphiql.js';
 import { type GraphqlWebSocket, graphqlWebSocket } from '../http/graphql-ws.js';
-import { boundedParser, graphqlRequestLimits, queryLimits } from '../http/graphql-limits.js';
+import { boundedParser, graphqlRequestLimits, queryLimits, variableLimits } from '../http/graphql-limits.js';
 import {
   admissionControl,
   compiledRepeatedDocuments,
@@ -24,6 +24,7 @@ import {
   sharedSubscriptionResults,
   slicedResults,
   staleDataExtension,
+  streamsEndWithTheirClient,
 } from '../http/graphql-plugins.js';
 import { operationSpans } from '../http/tracing.js';
 import { tracingOn } from '../core/tracing.js';
@@ -94,6 +95,7 @@ export function graphqlEndpoint(
       everyErrorCoded,
       operationNameIsString,
       boundedParser,
+      variableLimits,
       ...(metrics ? [metrics.graphql()] : []),
       staleDataExtension,
       operationInContext,
@@ -103,6 +105,7 @@ export function graphqlEndpoint(
       queryLimits(config.GRAPHQL_MAX_DEPTH, config.GRAPHQL_MAX_COST, config.GRAPHQL_MAX_BREADTH),
       // Last: it serialises the final result (P65).
       slicedResults,
+      streamsEndWithTheirClient,
     ],
     // The limits depend on the variables (first: $n): queryLimits caches what it can itself.
     parserAndValidationCache: { validationCache: false },

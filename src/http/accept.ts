@@ -22,6 +22,16 @@ export function acceptedGraphqlTypes(accept: string): string[] {
 }
 
 /**
+ * The stream an HTTP client is answered with for a subscription or @defer/@stream (P137, P138): the one of
+ * SSE and multipart/mixed its Accept prefers, undefined if it accepts neither (one JSON answer). What
+ * serves the request, refuses it and counts it all read it here.
+ */
+export function streamTransport(accept: string): 'sse' | 'multipart' | undefined {
+  const stream = acceptedGraphqlTypes(accept).find((t) => t === 'text/event-stream' || t === 'multipart/mixed');
+  return stream === undefined ? undefined : stream === 'multipart/mixed' ? 'multipart' : 'sse';
+}
+
+/**
  * The Accept header Yoga should read. Yoga ignores q, so it would answer with a type the client refused
  * (`text/event-stream;q=0`); a header that refuses something is replaced by the types it accepts.
  */

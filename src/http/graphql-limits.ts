@@ -87,6 +87,17 @@ function loneSurrogate(s: string): string | undefined {
   return textProblem(s.replaceAll('\u0000', ''));
 }
 
+/**
+ * Yoga plugin (P47): variables over the limits are refused (400 BAD_REQUEST) before anything runs, on
+ * every transport (HTTP, graphql-ws), as Yoga hands each its parameters.
+ */
+export const variableLimits: Plugin = {
+  onParams({ params, setResult }) {
+    const problem = variablesProblem(params.variables);
+    if (problem) setResult({ errors: [new AppError(400, 'BAD_REQUEST', problem)] });
+  },
+};
+
 /** A GraphQL-shaped 400 for a request Yoga would otherwise fail on unexpectedly. */
 function badRequest(res: Response, message: string) {
   res.status(400).json(graphqlErrorBody(new AppError(400, 'BAD_REQUEST', message)));
@@ -94,7 +105,8 @@ function badRequest(res: Response, message: string) {
 
 /**
  * Request-level checks before Yoga (P47): a JSON body is read with the service's MAX_BODY_BYTES (413
- * like REST; Yoga's own limit is 25 MB), and GET's `variables`/`extensions` must be JSON objects.
+ * like REST; Yoga's own limit is 25 MB), and GET's `variables`/`extensions` must be JSON objects (the
+ * variables' own limits are variableLimits').
  */
 export function graphqlRequestLimits(maxBodyBytes: number) {
   const json = express.json({ limit: maxBodyBytes, type: 'application/json' });
@@ -116,8 +128,6 @@ export function graphqlRequestLimits(maxBodyBytes: number) {
         }
         if (parsed !== null && (typeof parsed !== 'object' || Array.isArray(parsed)))
           return badRequest(res, `The ${name} parameter must be a JSON object.`);
-        const problem = variablesProblem(parsed);
-        if (problem) return badRequest(res, problem);
       }
       return next();
     }
@@ -130,9 +140,6 @@ export function graphqlRequestLimits(maxBodyBytes: number) {
       if (req.is('application/json') && (typeof body !== 'object' || body === null || Object.keys(body).length === 0)) {
         return badRequest(res, 'The request body must be a JSON object with a query.');
       }
-      const variables = typeof body === 'object' && body !== null ? (body as { variables?: unknown }).variables : undefined;
-      const problem = variablesProblem(variables);
-      if (problem) return badRequest(res, problem);
       next();
     });
   };

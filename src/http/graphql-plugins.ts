@@ -15,12 +15,13 @@ import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { type JITCache, useGraphQlJit } from '@envelop/graphql-jit';
 import { LRUCache } from 'lru-cache';
 import { AppError } from '../core/errors.js';
-import { graphqlRendering, isRefusal, withExtensions } from './errors.js';
+import { graphqlRendering, isRefusal, problemAnswer, withExtensions } from './errors.js';
+import { problemResponse } from './problem.js';
 import { type Context, operationKind } from '../graphql/context.js';
 import { type SharedEvent, isSharedEvent } from '../graphql/shared-events.js';
 import type { Admission, ResponseLike } from './admission.js';
 import { slicedJson } from './sliced-json.js';
-import { acceptedGraphqlTypes } from './accept.js';
+import { streamTransport } from './accept.js';
 
 // The Yoga plugins of /graphql: how errors answer (D4, P27, P50), what a result carries (D10 stale data),
 // admission, and compilation of repeated documents. The D11 limits are in graphql-limits.ts. A result may be
@@ -424,12 +425,16 @@ function placed(e: GraphQLError, source: Source): GraphQLError {
   });
 }
 
+/** HTTP requests whose subscription was refused (406), answered as problem+json. */
+const refusedSubscriptions = new WeakMap<Request, AppError>();
+
 /**
  * A client that takes no stream (P138: its Accept names neither multipart/mixed nor text/event-stream, as
  * the middleware in front of Yoga left it) gets one answer. A query or mutation using @defer or @stream runs
  * without them: the deferred fields and streamed items are in the one result, as the incremental delivery
  * proposal lets a server choose (the directives are hints). A subscription, which has no single answer, is
- * refused before it opens (406, naming what to send). Requests without a `request` (none today) are left alone.
+ * refused before it opens: 406 problem+json naming what to send, as the middleware's other 406 (D5).
+ * Requests without a `request` (none today) are left alone.
  */
 export const oneAnswerForJsonClients: Plugin = {
   onExecute({ args, executeFn, setExecuteFn }) {
@@ -439,25 +444,55 @@ export const oneAnswerForJsonClients: Plugin = {
   },
   onSubscribe({ args, setResultAndStopExecution }) {
     if (takesStreams(args.contextValue)) return;
-    setResultAndStopExecution({
-      errors: [
-        new AppError(
-          406,
-          'NOT_ACCEPTABLE',
-          'A subscription answers a stream of events: send Accept: text/event-stream (SSE) or multipart/mixed ' +
-            '(multipart subscriptions), or subscribe over a WebSocket on the same path (graphql-ws).',
-        ),
-      ],
-    });
+    const refusal = new AppError(
+      406,
+      'NOT_ACCEPTABLE',
+      'A subscription answers a stream of events: send Accept: text/event-stream (SSE) or multipart/mixed ' +
+        '(multipart subscriptions), or subscribe over a WebSocket on the same path (graphql-ws).',
+    );
+    refusedSubscriptions.set((args.contextValue as { request: Request }).request, refusal);
+    setResultAndStopExecution({ errors: [refusal] });
+  },
+  onResultProcess({ request, serverContext, setResultProcessor }) {
+    const refusal = refusedSubscriptions.get(request);
+    if (!refusal) return;
+    const traceId = String((serverContext as { req?: { id?: unknown } }).req?.id ?? '');
+    setResultProcessor((_result, fetchAPI) => problemResponse(problemAnswer(refusal, traceId), fetchAPI), 'application/problem+json');
   },
 };
 
 /** Whether the request's Accept takes a stream of results (SSE or multipart/mixed). */
 function takesStreams(context: unknown): boolean {
-  const accept = (context as { request?: { headers: { get(name: string): string | null } } }).request?.headers.get('accept');
-  if (accept === undefined) return true;
-  return acceptedGraphqlTypes(accept ?? '').some((t) => t === 'text/event-stream' || t === 'multipart/mixed');
+  const request = (context as { request?: { headers: { get(name: string): string | null } } }).request;
+  return request === undefined || streamTransport(request.headers.get('accept') ?? '') !== undefined;
 }
+
+/**
+ * A stream (a subscription, @defer/@stream parts) ends when its HTTP response does: the server adapter
+ * neither cancels a body it stopped sending (a client gone, the write deadline) nor ends its events, so
+ * the subscription would stay open (its feed, its place under SUBSCRIPTIONS_PER_CLIENT, the open gauge).
+ * The request's signal aborts when the response closes; the results are returned then, on every HTTP
+ * transport. Registered after every hook that wraps a result, so the whole chain is ended.
+ */
+export const streamsEndWithTheirClient: Plugin = {
+  onExecutionResult({ request, result, setResult }) {
+    if (!result || !isAsyncIterable(result)) return;
+    const signal = request.signal;
+    const iterator = result[Symbol.asyncIterator]();
+    const end = () => void iterator.return?.().catch(() => undefined);
+    if (signal.aborted) end();
+    else signal.addEventListener('abort', end, { once: true });
+    // The same iterator for every reader (graphql-ws returns the result itself).
+    if ((iterator as unknown) !== result)
+      setResult({
+        next: () => iterator.next(),
+        return: async () => (await iterator.return?.()) ?? { done: true, value: undefined },
+        [Symbol.asyncIterator]() {
+          return this;
+        },
+      } as AsyncIterableIterator<ExecutionResult>);
+  },
+};
 
 const whole = new WeakMap<DocumentNode, DocumentNode>();
 

@@ -151,7 +151,8 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
       return args as RunArgs;
     },
     onNext: (_ctx, _id, _payload, _args, result) => resultAsSent(result) as FormattedExecutionResult,
-    onError: (_ctx, _id, _payload, errors) => errors.map((e) => sentError(graphqlRendering(e))),
+    // graphql-ws wraps what an operation's events threw in a GraphQLError of its own: the original is what is rendered.
+    onError: (_ctx, _id, _payload, errors) => errors.map((e) => sentError(graphqlRendering(thrownError(e, logger)))),
     onComplete: (ctx, id) => {
       const conn = connections.get(ctx);
       conn?.operations.get(id)?.end();
@@ -195,9 +196,13 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
       {
         protocol: socket.protocol,
         send: (data) =>
-          new Promise<void>((resolve, reject) => {
+          new Promise<void>((resolve) => {
             if (socket.readyState !== WebSocket.OPEN) return resolve();
-            socket.send(data, (err) => (err ? reject(err) : resolve()));
+            // A write that fails is a client gone: the socket's close ends the connection's operations.
+            socket.send(data, (err) => {
+              if (err) logger.debug({ err: err.message }, 'graphql-ws: a message was not sent');
+              resolve();
+            });
             if (socket.bufferedAmount > options.maxBufferedBytes)
               cut(socket, `more than ${options.maxBufferedBytes} bytes waited for the client`, false);
           }),
@@ -214,7 +219,7 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
     );
     socket.once('close', (code, reason) => {
       clearInterval(keepAlive);
-      void closed(code, reason.toString('utf8'));
+      closed(code, reason.toString('utf8')).catch((err: unknown) => logger.error({ err }, 'graphql-ws: closing a connection failed'));
     });
   };
 
@@ -222,6 +227,10 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
     accepts: (req) => req.headers.upgrade?.toLowerCase() === 'websocket' && (req.url ?? '/').split('?')[0] === path,
     handle(req, socket, head) {
       if (draining) {
+        // As ws's own refusals: the upgraded socket has no 'error' listener left, and a client gone
+        // (ECONNRESET, EPIPE) would otherwise be an unhandled error.
+        socket.on('error', () => undefined);
+        socket.once('finish', () => socket.destroy());
         socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
         return;
       }
@@ -297,6 +306,16 @@ function operationError(e: unknown, logger: Logger): GraphQLError {
   const expected = expectedErrorOf(e);
   if (expected) return expected;
   logger.error({ err: e }, 'graphql-ws: checking a token failed');
+  return new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+}
+
+/** The error an operation threw, unwrapped from graphql-ws's GraphQLError; anything unexpected masked. */
+function thrownError(e: GraphQLError, logger: Logger): GraphQLError {
+  if (e.originalError === undefined || e.originalError === null) return e;
+  if (e.originalError instanceof GraphQLError) return e.originalError;
+  const expected = expectedErrorOf(e.originalError);
+  if (expected) return expected;
+  logger.error({ err: e.originalError }, 'graphql-ws: an operation failed');
   return new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
 }
 

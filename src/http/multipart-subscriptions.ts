@@ -1,6 +1,6 @@
 import type { ExecutionResult } from 'graphql';
 import { type Plugin, isAsyncIterable } from 'graphql-yoga';
-import { acceptedGraphqlTypes } from './accept.js';
+import { streamTransport } from './accept.js';
 import { resultAsSent } from './graphql-plugins.js';
 
 /** Apollo's multipart subscription protocol: the boundary, and the Content-Type of the answer. */
@@ -26,12 +26,10 @@ export function multipartSubscriptions(): Plugin {
     },
     onResultProcess({ request, result, setResultProcessor }) {
       if (!subscriptions.has(request) || !isAsyncIterable(result)) return;
-      const streams = acceptedGraphqlTypes(request.headers.get('accept') ?? '').filter(
-        (t) => t === 'multipart/mixed' || t === 'text/event-stream',
-      );
-      if (streams[0] !== 'multipart/mixed') return;
+      if (streamTransport(request.headers.get('accept') ?? '') !== 'multipart') return;
       setResultProcessor(
-        (r, fetchAPI) => new fetchAPI.Response(multipartBody(r as AsyncIterable<ExecutionResult>, fetchAPI), { headers: HEADERS }),
+        (r, fetchAPI) =>
+          new fetchAPI.Response(multipartBody(r as AsyncIterable<ExecutionResult>, request.signal, fetchAPI), { headers: HEADERS }),
         'multipart/mixed',
       );
     },
@@ -42,10 +40,12 @@ const HEADERS = { 'Content-Type': MULTIPART_SUBSCRIPTION_TYPE, 'Cache-Control': 
 
 /**
  * The parts of `events`. Each part is followed at once by the next boundary, which is when a reader
- * knows the part is whole.
+ * knows the part is whole. The heartbeat stops when the response ends (`closed`, the request's signal):
+ * the server adapter does not cancel a body it stopped sending (streamsEndWithTheirClient ends `events`).
  */
 function multipartBody(
   events: AsyncIterable<ExecutionResult>,
+  closed: AbortSignal,
   fetchAPI: { ReadableStream: typeof ReadableStream; TextEncoder: typeof TextEncoder },
 ): ReadableStream<Uint8Array> {
   const encoder = new fetchAPI.TextEncoder();
@@ -53,8 +53,10 @@ function multipartBody(
   const iterator = events[Symbol.asyncIterator]();
   let heartbeat: NodeJS.Timeout | undefined;
   const stop = () => clearInterval(heartbeat);
+  closed.addEventListener('abort', stop, { once: true });
   return new fetchAPI.ReadableStream<Uint8Array>({
     start(controller) {
+      if (closed.aborted) return;
       controller.enqueue(encoder.encode(`\r\n--${BOUNDARY}`));
       heartbeat = setInterval(() => {
         // As Yoga's SSE pings: null is an errored stream; 0 a reader not taking what waits (none added to it).

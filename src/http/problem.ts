@@ -9,12 +9,22 @@ export function sendProblem(res: ServerResponse, err: unknown, traceId: string):
   writeProblem(res, problemAnswer(err, traceId));
 }
 
+const PROBLEM_TYPE = 'application/problem+json; charset=utf-8';
+
 /** Writes a rendered problem answer. */
 export function writeProblem(res: ServerResponse, answer: ProblemAnswer): void {
   const text = JSON.stringify(answer.body);
   for (const [k, v] of Object.entries(answer.headers)) res.setHeader(k, v);
   res.statusCode = answer.status;
-  res.setHeader('Content-Type', 'application/problem+json; charset=utf-8');
+  res.setHeader('Content-Type', PROBLEM_TYPE);
   res.setHeader('Content-Length', Buffer.byteLength(text));
   res.end(text);
+}
+
+/** A rendered problem answer as a fetch Response (what Yoga's result processors return). */
+export function problemResponse(answer: ProblemAnswer, fetchAPI: { Response: typeof Response }): Response {
+  return new fetchAPI.Response(JSON.stringify(answer.body), {
+    status: answer.status,
+    headers: { ...answer.headers, 'Content-Type': PROBLEM_TYPE },
+  });
 }
