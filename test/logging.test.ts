@@ -1,17 +1,19 @@
-import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { stripVTControlCharacters } from 'node:util';
+import { createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { buildApp } from '../src/app/app.js';
 import { logFormat } from '../src/app/pretty-logs.js';
 import { createLogger } from '../src/app/runtime.js';
 import { loadConfig } from '../src/core/config.js';
+import { createAppServer } from '../src/http/app-server.js';
 import { eventually } from './fake-provider.js';
-import { type ApiClient, type TestApp, createTenant, openTestDatabase } from './helpers.js';
+import { type ApiClient, type TestApp, type TestTenant, createTenant, openTestDatabase } from './helpers.js';
 
 // P145: the process logs JSON lines, except for a person at a terminal outside production (or LOG_FORMAT=pretty):
-// one short pino-pretty line per event, a request as `GET /path 200 12ms`, a logged mail as its recipient,
-// subject and link.
+// one short pino-pretty line per event, a request as `GET /path 200 12ms` (without who called, which other
+// lines keep), a logged mail as its recipient, subject and link.
 
 /** A stream taking the logger's output; `isTTY` as standard output on a terminal has it. */
 function sink(isTTY?: boolean) {
@@ -63,23 +65,37 @@ describe('the log format (P145)', () => {
     expect(out.lines[0]).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: database reachable \{"attempt":2\}$/);
     expect(out.lines[1]).toMatch(/^\[[\d:.]+\] WARN: OTEL_\* variables are set but tracing is off$/);
   });
+
+  it("leaves who called (tenant, client) out of a finished request's line only", () => {
+    const out = sink(true);
+    const logger = createLogger(loadConfig({}), out);
+    const req = { id: 'r-1', method: 'GET', path: '/api/v1/subject' };
+    // pino-http's finished line, and a line logged during the request, as src/app/operations.ts has them.
+    logger.info({ req, res: { statusCode: 200 }, responseTime: 3.4, tenant: 't-1', client: 'full' }, 'request completed');
+    logger.child({ req }).warn({ tenant: 't-1', client: 'full' }, 'provider slow');
+    logger.info({ tenant: 't-1', client: 'full', code: 1000 }, 'graphql-ws connection closed');
+    expect(out.lines[0]).toMatch(/^\[[\d:.]+\] INFO: GET \/api\/v1\/subject 200 3ms$/);
+    expect(out.lines[1]).toMatch(/^\[[\d:.]+\] WARN: provider slow \(GET \/api\/v1\/subject\) \{"tenant":"t-1","client":"full"\}$/);
+    expect(out.lines[2]).toMatch(/^\[[\d:.]+\] INFO: graphql-ws connection closed \{"tenant":"t-1","client":"full","code":1000\}$/);
+  });
 });
 
 describe('pretty logs of the running service (P145)', () => {
   const out = sink();
   let app: TestApp;
-  let server: Server;
+  let tenant: TestTenant;
   let api: ApiClient;
 
   beforeAll(async () => {
     const db = await openTestDatabase();
-    server = createServer();
+    const { server, serve, upgrade } = createAppServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     // SMTP_URL unset: invitation mails are logged, not sent.
     const config = loadConfig({ LOG_LEVEL: 'info', LOG_FORMAT: 'pretty', PUBLIC_URL: url, DATA_DIR: '/nonexistent', MAIL_POLL_MS: '50' });
     const built = await buildApp({ config, db: db.db, logger: createLogger(config, out), listen: db.listen });
-    server.on('request', built.app);
+    serve(built.app);
+    upgrade(built.upgrade);
     app = {
       url,
       config,
@@ -92,7 +108,7 @@ describe('pretty logs of the running service (P145)', () => {
         await db.dispose();
       },
     };
-    const tenant = await createTenant(app, {
+    tenant = await createTenant(app, {
       portal: {
         selfAccessEnabled: true,
         thirdPartyAccessEnabled: true,
@@ -121,6 +137,31 @@ describe('pretty logs of the running service (P145)', () => {
     expect(requests.find((l) => l.includes('/connect/token'))).toMatch(/INFO: POST \/connect\/token 200 \d+ms$/);
     expect(out.lines.some(isJson)).toBe(false);
     expect(out.lines.join('\n')).not.toMatch(/First=1|"req"|"res"|statusCode|authorization|request completed/i);
+  });
+
+  it('names the tenant and client on other lines than a finished request: a graphql-ws connection closed', async () => {
+    expect((await api.get('/api/v1/structuralEntity?First=1')).status).toBe(200);
+    const ws = createClient({
+      url: `${app.url.replace(/^http/, 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { Authorization: `Bearer ${await tenant.token()}` },
+      lazy: false,
+      retryAttempts: 0,
+    });
+    await new Promise<unknown>((resolve, reject) => {
+      ws.on('connected', resolve);
+      ws.on('error', reject);
+    });
+    await ws.dispose();
+    await eventually(() => out.lines.some((l) => l.includes('graphql-ws connection closed')), 5_000);
+    // A person at the terminal sees who it was (P145).
+    expect(out.lines.find((l) => l.includes('graphql-ws connection closed'))).toMatch(
+      new RegExp(`^\\[[\\d:.]+\\] INFO: graphql-ws connection closed \\{"tenant":"${tenant.key}","client":"full","code":1000,`),
+    );
+    // The same tenant's finished requests do not say it.
+    const requests = out.lines.filter((l) => l.includes('GET /api/v1/structuralEntity 200'));
+    expect(requests.length).toBeGreaterThan(0);
+    for (const l of requests) expect(l).not.toMatch(new RegExp(`${tenant.key}|"client"`));
   });
 
   it('summarises a logged invitation mail: recipient, subject and link on one line', async () => {

@@ -33,12 +33,14 @@ export function prettyDestination(out: LogOutput): { write(line: string): void }
 }
 
 function shorten(line: Line): Line {
-  const { req, res, responseTime, tenant: _tenant, client: _client, ...rest } = line;
-  // pino-http's line when a response finished (src/app/operations.ts); lines logged during the request
-  // carry `req` alone and keep its method and path.
+  const { req, res, responseTime, ...rest } = line;
+  // pino-http's line when a response finished (src/app/operations.ts), without who called: on every request
+  // it would be noise. Other lines keep `tenant` and `client` (a WebSocket closed: who it was). Lines logged
+  // during the request carry `req` alone and keep its method and path.
   if (isObject(req) && isObject(res)) {
+    const { tenant: _tenant, client: _client, ...fields } = rest;
     const ms = typeof responseTime === 'number' ? ` ${Math.round(responseTime)}ms` : '';
-    return { ...rest, msg: `${String(req['method'])} ${String(req['path'])} ${String(res['statusCode'])}${ms}` };
+    return { ...fields, msg: `${String(req['method'])} ${String(req['path'])} ${String(res['statusCode'])}${ms}` };
   }
   if (isObject(req)) return { ...rest, msg: `${String(line['msg'])} (${String(req['method'])} ${String(req['path'])})` };
   // An invitation mail logged instead of sent (SMTP_URL unset, src/domains/portal/outbox.sender.ts).
