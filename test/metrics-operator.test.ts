@@ -1,4 +1,5 @@
 import { createClient } from 'graphql-ws';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type Delivery, MAX_PENDING_BURSTS } from '../src/domains/data/index.js';
@@ -105,12 +106,81 @@ describe('provider calls, tokens and the data cache on /metrics', () => {
     expect(await readSteps(t, 'E-01')).toEqual({ count: 3, stale: false });
     await eventually(async () => value(await scrape(), 'data_cache_refetch_backlog') === 0);
 
-    // P143: no subject id or identifier, no tenant, in any series of these (nor anywhere on /metrics but admission).
     const text = await scrape();
-    for (const id of [...t.subjects.values(), ...t.subjects.keys()]) expect(text).not.toContain(id);
-    expect(text.split('\n').filter((l) => l.includes(t.tenant.key) && !/^admission_\w+\{/.test(l))).toEqual([]);
     expect(text).toMatch(/# TYPE provider_call_duration_seconds histogram/);
     expect(text).toMatch(/# TYPE data_cache_refetch_backlog gauge/);
+  });
+
+  it("names no subject on /metrics, and the tenant (its key or id) only on admission's series and the circuits' gauge", async () => {
+    // P143, P103: tenants label admission (by key) and the circuits' gauge (by id), nothing else. A read
+    // puts the tenant on both, so the search finds it where it is and would find it anywhere else.
+    expect(await readSteps(t, 'E-01')).toMatchObject({ count: 3 });
+    const text = await scrape();
+    for (const id of [...t.subjects.values(), ...t.subjects.keys()]) expect(text).not.toContain(id);
+    const { id: tenantId } = await app.handle.db
+      .selectFrom('tenant')
+      .select('id')
+      .where('key', '=', t.tenant.key)
+      .executeTakeFirstOrThrow();
+    const naming = text.split('\n').filter((l) => l.includes(t.tenant.key) || l.includes(tenantId));
+    expect(naming.some((l) => l.startsWith(`admission_requests_total{tenant="${t.tenant.key}"`))).toBe(true);
+    expect(naming.some((l) => l.startsWith(`provider_circuit_state{tenant_id="${tenantId}"`))).toBe(true);
+    expect(naming.filter((l) => !/^(admission_\w+|provider_circuit_state)\{/.test(l))).toEqual([]);
+  });
+
+  it('shows the re-fetch backlog as NaN, and still answers, while the database is too slow to count it', async () => {
+    // P142: the count waits behind a session holding data_cache (PostgreSQL: its lock; PGlite: its one connection).
+    const held = await app.handle.db.connection().execute(async (conn) => {
+      await sql`BEGIN`.execute(conn);
+      await sql`LOCK TABLE data_cache IN ACCESS EXCLUSIVE MODE`.execute(conn);
+      try {
+        const scrapes = [await scrape(), await scrape()];
+        // The second scrape waited for the first one's count instead of starting another.
+        const counts =
+          app.handle.kind === 'postgres'
+            ? (
+                await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity
+                  WHERE wait_event_type = 'Lock' AND query LIKE '%count(*)::int as "n" from "data_cache"%'`.execute(conn)
+              ).rows[0]!.n
+            : undefined;
+        return { scrapes, counts };
+      } finally {
+        await sql`ROLLBACK`.execute(conn);
+      }
+    });
+    for (const text of held.scrapes) {
+      expect(value(text, 'data_cache_refetch_backlog')).toBeNaN();
+      expect(text).toMatch(/^graphql_subscriptions_open\{transport="sse"\} \d+$/m);
+    }
+    if (held.counts !== undefined) expect(held.counts).toBe(1);
+    // Counted again once the database answers.
+    await eventually(async () => value(await scrape(), 'data_cache_refetch_backlog') === 0);
+  });
+
+  it('counts each subject a read finds fresh in its row as a database lookup', async () => {
+    // No in-process cache (CACHE_MAX_BYTES=0): a second read finds each set in its row.
+    const bare = await startApp({ CACHE_MAX_BYTES: '0' });
+    try {
+      const b = await createDataTenant(bare, provider, 3);
+      const m = async () => (await fetch(`${bare.url}/metrics`)).text();
+      const read = async () => {
+        const r = await b.api.gql('{ subjects(first: 3) { edges { node { dataPoints(extractKey: "steps") { totalCount } } } } }');
+        expect(
+          r.body.data.subjects.edges.map((e: { node: { dataPoints: { totalCount: number } } }) => e.node.dataPoints.totalCount),
+        ).toEqual([3, 3, 3]);
+      };
+      const m0 = await m();
+      await read();
+      const m1 = await m();
+      expect(delta(m0, m1, lookups('miss'))).toBe(3);
+      await read();
+      const m2 = await m();
+      expect(delta(m1, m2, lookups('database'))).toBe(3);
+      expect(delta(m1, m2, lookups('memory'))).toBe(0);
+      expect(delta(m1, m2, lookups('miss'))).toBe(0);
+    } finally {
+      await bare.close();
+    }
   });
 
   it('counts an attempt cut at PROVIDER_TIMEOUT_MS as a timeout, with its seconds', async () => {

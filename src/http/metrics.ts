@@ -60,6 +60,8 @@ const MAX_OPERATION_NAMES = 200;
 export const MAX_DATA_SOURCE_LABELS = 50;
 /** Seconds of a provider call or token request: up to PROVIDER_TIMEOUT_MS's range. */
 const PROVIDER_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** How long a scrape waits for the re-fetch backlog's count (a slow database must not stall the scrape). */
+const BACKLOG_DEADLINE_MS = 1000;
 const TRANSPORTS = ['sse', 'multipart', 'websocket'] as const;
 const LOOKUPS = ['memory', 'database', 'miss'] as const;
 
@@ -285,6 +287,7 @@ export class Metrics {
   /** Gauges of data sources' circuits and the data cache's re-fetch backlog, read when scraped. */
   observeDataCache(data: DataCacheState): void {
     const registers = [this.registry];
+    let counting: Promise<number> | undefined;
     new Gauge({
       name: 'provider_circuit_state',
       help: "Data sources' circuit breakers: 1 for the state each is in (closed, half_open, open, isolated).",
@@ -300,11 +303,18 @@ export class Metrics {
     });
     new Gauge({
       name: 'data_cache_refetch_backlog',
-      help: 'Cache entries flagged (invalidated) that hold data and wait for a background re-fetch, of every instance: counted in the database when scraped (NaN while the database does not answer).',
+      help: `Cache entries flagged (invalidated) that hold data and wait for a background re-fetch, of every instance: counted in the database when scraped (NaN when the database fails or has not answered within ${BACKLOG_DEADLINE_MS} ms).`,
       registers,
       async collect() {
-        // A scrape still answers while the database does not.
-        this.set(await data.refetchBacklog().catch(() => NaN));
+        // A scrape still answers while the database does not, or is slow (a lock, a full pool). A scrape
+        // while a count still runs waits for that one rather than starting another: one connection at most.
+        counting ??= data
+          .refetchBacklog()
+          .catch(() => NaN)
+          .finally(() => (counting = undefined));
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<number>((resolve) => (timer = setTimeout(resolve, BACKLOG_DEADLINE_MS, NaN)));
+        this.set(await Promise.race([counting, late]).finally(() => clearTimeout(timer)));
       },
     });
     new Gauge({

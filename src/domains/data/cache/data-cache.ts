@@ -177,12 +177,15 @@ export class DataCache {
     );
     const wants: Want[] = [];
     const shared: [string, Flight][] = [];
+    // Counted, then reported once per result: not one labelled increment per subject of a large read.
+    let inRows = 0;
+    let lateInMemory = 0;
     for (const s of pending) {
       const row = rows.get(s.id);
       const usable = row?.points != null && row.fetched_at !== null && row.subject_identifier === s.identifier;
       if (usable && !row.stale && this.store.fresh(row.fetched_at!)) {
         const points = row.points as DataPoint[];
-        this.meter?.lookups('database', 1);
+        inRows++;
         cached(s.id, { points, fetchedAt: row.fetched_at, stale: false });
         this.store.remember(tenantId, extract.key, s, points, row.fetched_at!, gen);
         continue;
@@ -191,7 +194,7 @@ export class DataCache {
       // fetches that will store against the version this request read.
       const hit = this.store.recall(tenantId, extract.key, s);
       if (hit) {
-        this.meter?.lookups('memory', 1);
+        lateInMemory++;
         cached(s.id, hit);
         continue;
       }
@@ -208,6 +211,8 @@ export class DataCache {
       });
     }
     const misses = shared.length + wants.length;
+    this.meter?.lookups('memory', lateInMemory);
+    this.meter?.lookups('database', inRows);
     this.meter?.lookups('miss', misses);
     span.setAttributes({ 'ssdi.cache.hits': subjects.length - misses, 'ssdi.cache.misses': misses });
     for (const [id, p] of this.fetcher.fetch(tenantId, extract, wants, gen)) shared.push([id, p]);
