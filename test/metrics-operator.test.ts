@@ -111,12 +111,14 @@ describe('provider calls, tokens and the data cache on /metrics', () => {
     expect(text).toMatch(/# TYPE data_cache_refetch_backlog gauge/);
   });
 
-  it("names no subject on /metrics, and the tenant (its key or id) only on admission's series and the circuits' gauge", async () => {
+  it("names no subject, client or extract on /metrics, and the tenant (its key or id) only on admission's series and the circuits' gauge", async () => {
     // P143, P103: tenants label admission (by key) and the circuits' gauge (by id), nothing else. A read
     // puts the tenant on both, so the search finds it where it is and would find it anywhere else.
     expect(await readSteps(t, 'E-01')).toMatchObject({ count: 3 });
     const text = await scrape();
     for (const id of [...t.subjects.values(), ...t.subjects.keys()]) expect(text).not.toContain(id);
+    // The clients that read and reported changes, and the extracts read, are no label's value.
+    expect(text).not.toMatch(/="(full|provider|steps|hr)"/);
     const { id: tenantId } = await app.handle.db
       .selectFrom('tenant')
       .select('id')
