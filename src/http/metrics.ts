@@ -86,7 +86,8 @@ function transportOf(context: unknown): string {
  * the process defaults; provider calls and tokens, the data cache and subscriptions (P142). One registry
  * per app, so several apps in one process (tests) do not collide. No client labels (clients choose
  * operation names, and there may be many); tenant labels only where fairness between tenants is the
- * point (admission), their number being the operator's; data source keys capped (P143).
+ * point (admission) and on the circuits' gauge (a circuit is a tenant's data source), their number being
+ * the operator's; data source keys capped (P143).
  */
 export class Metrics {
   readonly registry = new Registry();
