@@ -7,14 +7,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { FULL_CLIENT, freePort, openTestDatabase, tenantConfig } from './helpers.js';
-import { FakeProvider, eventually, providerDataSource } from './fake-provider.js';
+import { FakeProvider, PROVIDER_CLIENT, eventually, providerDataSource } from './fake-provider.js';
 
 // P139: OpenTelemetry traces of the real process, started as `npm start` starts it (its script's node
 // arguments, the preload included), exporting OTLP/HTTP as JSON to a receiver this test runs on loopback.
 // The batch processor's delay is set beyond the test, so every span arrives through the shutdown's flush
 // (SIGTERM). P141: the span tree of a REST list and of a data points read, on the database of this run
 // (PostgreSQL: the pg instrumentation's statement spans; PGlite: the service's own). P140: the trace id in
-// problem+json and in the log lines.
+// problem+json and in the log lines. P141: an operation's span is failed by a service's error only, never the
+// server span by a GraphQL result; background work a request started is not in its trace.
 
 const NODE = process.execPath;
 const SERVER = 'ssdi-service';
@@ -145,8 +146,11 @@ const onPostgres = Boolean(inject('pgTemplate'));
 /** What the test asked and what it was answered. */
 const asked = {
   list: { ...callerContext(), status: 0, requestId: '' },
-  read: { ...callerContext(), status: 0, requestId: '', body: '' },
+  read: { ...callerContext(), status: 0, requestId: '', body: '', traceparents: [] as (string | undefined)[] },
   missing: { status: 0, requestId: '', body: {} as Record<string, unknown> },
+  unknownExtract: { ...callerContext(), status: 0, body: '' },
+  change: { ...callerContext(), status: 0, refetchTraceparents: [] as (string | undefined)[] },
+  providerDown: { ...callerContext(), status: 0, body: '' },
 };
 
 beforeAll(async () => {
@@ -164,7 +168,8 @@ beforeAll(async () => {
     database = { DATA_DIR: path.join(dir, 'data') };
   }
   const tenant = tenantConfig({
-    dataSources: [providerDataSource(provider)],
+    clients: [FULL_CLIENT, PROVIDER_CLIENT],
+    dataSources: [{ ...providerDataSource(provider), inboundClientIds: [PROVIDER_CLIENT.clientId] }],
     dataExtracts: [{ key: 'steps', name: 'Steps per day', dataSourceKey: 'wearables', options: { metric: 'steps' } }],
   });
   const file = path.join(dir, 'tenant.json');
@@ -205,38 +210,90 @@ beforeAll(async () => {
     client_secret: FULL_CLIENT.clientSecret,
     scope: 'ServiceApi',
   });
-  const token = ((await (await fetch(`${url}/connect/token`, { method: 'POST', body: form })).json()) as { access_token: string })
-    .access_token;
-  const auth = { authorization: `Bearer ${token}` };
-  const created = await fetch(`${url}/api/v2/messaging/subject`, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      CustomFieldValues: [
-        { Key: 'employeeNumber', Value: { String: { Value: 'E-01' } } },
-        { Key: 'fullName', Value: { String: { Value: 'Person 1' } } },
-      ],
-    }),
-  });
-  expect(created.status).toBe(201);
-  const subjectId = ((await created.json()) as { internalId: string }).internalId;
+  const tokenOf = async (form: URLSearchParams) =>
+    ((await (await fetch(`${url}/connect/token`, { method: 'POST', body: form })).json()) as { access_token: string }).access_token;
+  const auth = { authorization: `Bearer ${await tokenOf(form)}` };
+  const createSubject = async (externalId: string) => {
+    const created = await fetch(`${url}/api/v2/messaging/subject`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        CustomFieldValues: [
+          { Key: 'employeeNumber', Value: { String: { Value: externalId } } },
+          { Key: 'fullName', Value: { String: { Value: `Person ${externalId}` } } },
+        ],
+      }),
+    });
+    expect(created.status).toBe(201);
+    return ((await created.json()) as { internalId: string }).internalId;
+  };
+  const subjectId = await createSubject('E-01');
+  const otherSubjectId = await createSubject('E-02');
+  const graphql = (traceparent: string, query: string, variables: Record<string, unknown>) =>
+    fetch(`${url}/graphql`, {
+      method: 'POST',
+      headers: { ...auth, traceparent, 'content-type': 'application/json' },
+      body: JSON.stringify({ query, variables }),
+    });
 
   // (a) One REST list, (b) one data points read that calls the provider, both under a caller's trace.
   const list = await fetch(`${url}/api/v2/subject?First=5`, { headers: { ...auth, traceparent: asked.list.traceparent } });
   Object.assign(asked.list, { status: list.status, requestId: list.headers.get('x-request-id') });
   await list.arrayBuffer();
-  const read = await fetch(`${url}/graphql`, {
-    method: 'POST',
-    headers: { ...auth, traceparent: asked.read.traceparent, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      query: 'query ReadSteps($id: ID!) { subject(id: $id) { externalId dataPoints(extractKey: "steps") { totalCount } } }',
-      variables: { id: subjectId },
-    }),
-  });
+  const read = await graphql(
+    asked.read.traceparent,
+    'query ReadSteps($id: ID!) { subject(id: $id) { externalId dataPoints(extractKey: "steps") { totalCount } } }',
+    { id: subjectId },
+  );
   Object.assign(asked.read, { status: read.status, requestId: read.headers.get('x-request-id'), body: await read.text() });
+  asked.read.traceparents = provider.calls.map((c) => c.traceparent);
   // (c) A problem, without a caller's trace.
   const missing = await fetch(`${url}/api/v2/subject/${randomUUID()}`, { headers: auth });
   Object.assign(asked.missing, { status: missing.status, requestId: missing.headers.get('x-request-id'), body: await missing.json() });
+  // (d) A GraphQL field error that is the client's (NOT_FOUND).
+  const unknownExtract = await graphql(
+    asked.unknownExtract.traceparent,
+    'query ReadUnknown($id: ID!) { subject(id: $id) { dataPoints(extractKey: "nope") { totalCount } } }',
+    { id: subjectId },
+  );
+  Object.assign(asked.unknownExtract, { status: unknownExtract.status, body: await unknownExtract.text() });
+  // (e) A provider's change report for E-01 (D10), whose flagged set this instance re-fetches in the background.
+  const providerAuth = {
+    authorization: `Bearer ${await tokenOf(
+      new URLSearchParams({
+        grant_type: 'client_credentials',
+        tenant_key: tenant.key,
+        client_id: PROVIDER_CLIENT.clientId,
+        client_secret: PROVIDER_CLIENT.clientSecret,
+        scope: 'ServiceDataProviderApi',
+      }),
+    )}`,
+  };
+  const callsBefore = provider.calls.length;
+  const change = await fetch(`${url}/connector-dataprovider/api/v1/dataChange/creationOrUpdate`, {
+    method: 'POST',
+    headers: { ...providerAuth, traceparent: asked.change.traceparent, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      SubjectIdentifier: 'E-01',
+      DataExtractsOptionsValuesFilter: {},
+      NewOrUpdatedDataPoints: [
+        { Id: 'E-01-1', SubjectIdentifier: 'E-01', DataPointItems: [{ Key: 'value', Value: { DataType: 'Integer', Value: 7 } }] },
+      ],
+    }),
+  });
+  asked.change.status = change.status;
+  await change.arrayBuffer();
+  await eventually(() => provider.calls.length > callsBefore, 20_000);
+  asked.change.refetchTraceparents = provider.calls.slice(callsBefore).map((c) => c.traceparent);
+  // (f) A service's error at a field: the provider fails and nothing of E-02 is cached (502).
+  provider.always = { status: 500 };
+  const providerDown = await graphql(
+    asked.providerDown.traceparent,
+    'query ReadDown($id: ID!) { subject(id: $id) { dataPoints(extractKey: "steps") { totalCount } } }',
+    { id: otherSubjectId },
+  );
+  Object.assign(asked.providerDown, { status: providerDown.status, body: await providerDown.text() });
+  provider.always = undefined;
 
   child.kill('SIGTERM');
   exitCode = await exited;
@@ -300,7 +357,7 @@ describe('OpenTelemetry traces of the running service (P139, P141)', () => {
     const data = one(calls, (s) => s.attributes['url.full'] === provider.getDataPointsUrl, 'the get-data-points call');
     expect(data.attributes['http.response.status_code']).toBe(200);
     // The provider got the trace: W3C trace context, the client span as its parent.
-    expect(provider.calls.map((c) => c.traceparent)).toEqual([`00-${asked.read.traceId}-${data.spanId}-01`]);
+    expect(asked.read.traceparents).toEqual([`00-${asked.read.traceId}-${data.spanId}-01`]);
   });
 
   // P140: the trace id in problem+json, next to the request id (P4).
@@ -317,6 +374,40 @@ describe('OpenTelemetry traces of the running service (P139, P141)', () => {
     const route = one(trace, (s) => s.name === 'GET /api/v2/subject/:subjectId', 'the route span');
     expect(route.attributes['error.type']).toBe('NotFoundError');
     expect(route.status?.code ?? 0).not.toBe(2);
+  });
+
+  it("a client's error at a GraphQL field (NOT_FOUND) fails neither the operation's span nor the server span", () => {
+    expect(asked.unknownExtract.status).toBe(200);
+    expect(JSON.parse(asked.unknownExtract.body)).toMatchObject({ errors: [{ extensions: { code: 'NOT_FOUND' } }] });
+    const trace = receiver.trace(asked.unknownExtract.traceId);
+    const server = one(trace, (s) => s.scope === HTTP && s.kind === KIND.server, 'the server span');
+    const operation = one(trace, (s) => s.name === 'query ReadUnknown', 'the operation span');
+    expect(server.status?.code ?? 0).not.toBe(2);
+    expect(operation.status?.code ?? 0).not.toBe(2);
+  });
+
+  it("a service's error at a GraphQL field (the provider down: 502) fails the operation's span, not the server span", () => {
+    expect(asked.providerDown.status).toBe(200);
+    expect(JSON.parse(asked.providerDown.body)).toMatchObject({ errors: [{ extensions: { code: 'PROVIDER_UNAVAILABLE' } }] });
+    const trace = receiver.trace(asked.providerDown.traceId);
+    const server = one(trace, (s) => s.scope === HTTP && s.kind === KIND.server, 'the server span');
+    const operation = one(trace, (s) => s.name === 'query ReadDown', 'the operation span');
+    expect(operation.status?.code).toBe(2);
+    // The response is a 200 (D4): the HTTP conventions leave its span unset.
+    expect(server.status?.code ?? 0).not.toBe(2);
+  });
+
+  it("a change report's background re-fetch is not in the change request's trace", () => {
+    expect(asked.change.status).toBe(200);
+    const trace = receiver.trace(asked.change.traceId);
+    one(trace, (s) => s.scope === HTTP && s.kind === KIND.server, 'the server span');
+    // The re-fetch called the provider, from another trace than the change request's.
+    expect(asked.change.refetchTraceparents.length).toBeGreaterThan(0);
+    for (const tp of asked.change.refetchTraceparents) expect(tp ?? '').not.toContain(asked.change.traceId);
+    expect(trace.filter((s) => s.scope === UNDICI)).toEqual([]);
+    // Its provider calls are spans of their own traces.
+    const refetches = receiver.spans.filter((s) => s.scope === UNDICI && s.attributes['url.full'] === provider.getDataPointsUrl);
+    expect(refetches.length).toBeGreaterThan(1);
   });
 
   it("every request's log line carries its trace and span ids", () => {

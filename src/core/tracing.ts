@@ -1,9 +1,21 @@
-import { ProxyTracerProvider, type Tracer, isSpanContextValid, trace } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  ProxyTracerProvider,
+  type SpanContext,
+  type Tracer,
+  TraceFlags,
+  context,
+  isSpanContextValid,
+  trace,
+} from '@opentelemetry/api';
 
 // OpenTelemetry as the service's code sees it: the API only. The SDK is started by src/tracing.ts, loaded
 // before the service's modules; without it every span below is the API's no-op.
 
-/** The service's own spans: GraphQL operations, REST routes, admission, the data cache, PGlite statements. */
+/**
+ * The service's own spans: GraphQL operations, REST routes, admission, the data cache, PGlite statements.
+ * Process-wide as the provider is: a ProxyTracer, which delegates to the SDK's once the preload registered it.
+ */
 export const tracer: Tracer = trace.getTracer('ssdi-service');
 
 /**
@@ -38,14 +50,28 @@ export async function flushTracing(ms: number): Promise<void> {
   clearTimeout(timer);
 }
 
+/**
+ * Runs `fn` outside any trace: background work started by a request (a timer, a NOTIFY's subscribers)
+ * would otherwise inherit its context, its spans joining a trace that ended and its log lines another
+ * request's trace id.
+ */
+export function detached<T>(fn: () => T): T {
+  return context.with(ROOT_CONTEXT, fn);
+}
+
+/** The active span's context if it is sampled: an unsampled trace is found nowhere, so it is not named. */
+function sampledSpan(): SpanContext | undefined {
+  const span = trace.getActiveSpan()?.spanContext();
+  return span && isSpanContextValid(span) && span.traceFlags & TraceFlags.SAMPLED ? span : undefined;
+}
+
 /** The active span's trace id: what finds this request's trace in the tracing backend. */
 export function activeTraceId(): string | undefined {
-  const span = trace.getActiveSpan()?.spanContext();
-  return span && isSpanContextValid(span) ? span.traceId : undefined;
+  return sampledSpan()?.traceId;
 }
 
 /** The active span's ids as a log line carries them (OpenTelemetry's log field names). */
 export function traceLogFields(): { trace_id?: string; span_id?: string } {
-  const span = trace.getActiveSpan()?.spanContext();
-  return span && isSpanContextValid(span) ? { trace_id: span.traceId, span_id: span.spanId } : {};
+  const span = sampledSpan();
+  return span ? { trace_id: span.traceId, span_id: span.spanId } : {};
 }

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
+import { detached } from '../core/tracing.js';
 import type { Listen } from './notifications.js';
 import type { Db } from './tables.js';
 
@@ -84,7 +85,8 @@ export class EventBus {
   static async open(listen: Listen, log: Logger): Promise<EventBus> {
     const bus = new EventBus(log);
     bus.listener = await listen(EVENT_CHANNEL, {
-      message: (payload) => bus.receive(payload),
+      // Not in the context of whatever delivered it (PGlite's NOTIFY: the committing request's).
+      message: (payload) => detached(() => bus.receive(payload)),
       connected: () => {
         bus.isConnected = true;
         bus.each((s) => s.on.connected?.());

@@ -1,6 +1,31 @@
-import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
+import { type Span, SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
 import type { LogEvent } from 'kysely';
 import { tracer, tracingOn } from '../core/tracing.js';
+import { expectedErrorOf } from './faults.js';
+
+/**
+ * Names the error that ended a span (its class, not its message: that may hold SQL or a secret), and marks
+ * the span failed unless the error is the client's (a 4xx, as OpenTelemetry's HTTP conventions judge one;
+ * the status is expectedErrorOf's, next to which this lives).
+ */
+export function failSpan(span: Span, error: unknown): void {
+  if ((expectedErrorOf(error)?.status ?? 500) >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  span.setAttribute('error.type', (error as Error)?.constructor?.name ?? 'Error');
+}
+
+/** Runs `fn` in a span of its own, ended (failed, if it throws or rejects) when it settles. */
+export function inSpan<T>(name: string, attributes: Record<string, string | number>, fn: (span: Span) => Promise<T>): Promise<T> {
+  return tracer.startActiveSpan(name, { attributes }, async (span) => {
+    try {
+      return await fn(span);
+    } catch (e) {
+      failSpan(span, e);
+      throw e;
+    } finally {
+      span.end();
+    }
+  });
+}
 
 type LogOption = { log?: (event: LogEvent) => void };
 

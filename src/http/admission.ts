@@ -1,6 +1,6 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { ClientClosedError, ServiceUnavailableError, TooManyRequestsError } from '../core/errors.js';
-import { inSpan } from './tracing.js';
+import { inSpan } from '../db/tracing.js';
 
 /** Who asks: admission shares are per tenant and, within it, per client. */
 export interface Requester {

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config.js';
+import { detached } from '../../core/tracing.js';
 import type { Db, MailOutboxRow } from '../../db/tables.js';
 import { errorLogLevel } from '../../http/errors.js';
 import type { EventBus, Unsubscribe } from '../../db/event-bus.js';
@@ -91,7 +92,8 @@ export class OutboxSender {
       return;
     }
     clearTimeout(this.timer);
-    this.running = this.drain()
+    // Not in the trace of whatever kicked it.
+    this.running = detached(() => this.drain())
       .catch((e: unknown) =>
         this.log[errorLogLevel(e)]({ err: e }, 'invitation outbox: a delivery run failed; retrying after MAIL_POLL_MS'),
       )

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError, ServiceUnavailableError } from '../../../core/errors.js';
 import { type Principal, requirePermission } from '../../../core/permissions.js';
+import { detached } from '../../../core/tracing.js';
 import type { Db } from '../../../db/tables.js';
 import type { Context } from '../../../graphql/context.js';
 import { SHARED_EVENT, type SharedEvent } from '../../../graphql/shared-events.js';
@@ -227,9 +228,13 @@ export class LiveAggregates {
 
   private schedule(g: Group, ms: number): void {
     clearTimeout(g.timer);
-    g.timer = setTimeout(
-      () => void this.recompute(g).catch((err: unknown) => this.log[errorLogLevel(err)]({ err }, 'live aggregates: a computation failed')),
-      Math.max(0, ms),
+    // Not in the trace of a request whose change marked the group.
+    g.timer = detached(() =>
+      setTimeout(
+        () =>
+          void this.recompute(g).catch((err: unknown) => this.log[errorLogLevel(err)]({ err }, 'live aggregates: a computation failed')),
+        Math.max(0, ms),
+      ),
     );
     g.timer.unref();
   }

@@ -1,8 +1,8 @@
 import type { Span } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { Config } from '../../../core/config.js';
-import { tracer } from '../../../core/tracing.js';
 import type { EventBus } from '../../../db/event-bus.js';
+import { inSpan } from '../../../db/tracing.js';
 import type { Db } from '../../../db/tables.js';
 import { type DataPoint, type ExtractWithSource, type SecretBox, countFlagged } from '../model/index.js';
 import { type Answering, type DataChange, ReportBatch } from './invalidation.js';
@@ -131,15 +131,8 @@ export class DataCache {
     subjects: readonly SubjectKey[],
     onOutcome?: (subjectId: string, outcome: Outcome, how: 'cached' | 'arrived' | 'fetched') => void,
   ): Promise<Map<string, Outcome>> {
-    const attributes = {
-      'ssdi.data.extract': extract.key,
-      'ssdi.cache.hits': subjects.length,
-      'ssdi.cache.misses': 0,
-      'ssdi.cache.stale': 0,
-    };
-    return tracer.startActiveSpan('data cache', { attributes }, (span) =>
-      this.lookUp(span, tenantId, extract, subjects, onOutcome).finally(() => span.end()),
-    );
+    const attributes = { 'ssdi.data.extract': extract.key, 'ssdi.cache.hits': 0, 'ssdi.cache.misses': 0, 'ssdi.cache.stale': 0 };
+    return inSpan('data cache', attributes, (span) => this.lookUp(span, tenantId, extract, subjects, onOutcome));
   }
 
   private async lookUp(
@@ -167,7 +160,10 @@ export class DataCache {
       }
     }
     this.meter?.lookups('memory', inMemory);
-    if (pending.length === 0) return out;
+    if (pending.length === 0) {
+      span.setAttribute('ssdi.cache.hits', subjects.length);
+      return out;
+    }
 
     const gen = this.store.generation(tenantId, extract.key);
     const rows = await this.store.read(

@@ -1,6 +1,7 @@
 import { bulkhead } from 'cockatiel';
 import type { Logger } from 'pino';
 import type { Config } from '../../../core/config.js';
+import { detached } from '../../../core/tracing.js';
 import type { DataCacheRow, Db } from '../../../db/tables.js';
 import { errorLogLevel } from '../../../http/errors.js';
 import { findSubjectsByIds, loadSubjectConfig } from '../../subject/index.js';
@@ -93,12 +94,15 @@ export class CacheSweep {
   /** The burst's sweep in `ms`, or at its latest end. */
   private schedule(ms: number): void {
     clearTimeout(this.pending);
-    this.pending = setTimeout(
-      () => {
-        this.pending = undefined;
-        this.run();
-      },
-      Math.max(0, Math.min(ms, (this.burstUntil ?? 0) - Date.now())),
+    // Not in the trace of the request whose invalidation kicked it.
+    this.pending = detached(() =>
+      setTimeout(
+        () => {
+          this.pending = undefined;
+          this.run();
+        },
+        Math.max(0, Math.min(ms, (this.burstUntil ?? 0) - Date.now())),
+      ),
     );
     this.pending.unref();
   }
