@@ -319,8 +319,11 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
     const closed = await socket.closed;
     expect(closed.code).toBe(1008);
     expect(closed.reason).toMatch(/^SLOW_CONSUMER: more than 65536 bytes waited for the client/);
-    // What it was sent before the cut arrived whole; nothing after.
-    expect(socket.messages.filter((m) => m.type === 'next').length).toBeLessThan(sent);
+    // What it was sent before the cut arrived whole and in order (each answer, then its complete), and not all of it.
+    const answered = socket.messages.filter((m) => m.type === 'next');
+    expect(answered.length).toBeLessThan(sent);
+    expect(answered.map((m) => m.id)).toEqual(answered.map((_, i) => `q${i}`));
+    expect(answered.every((m) => m.payload.data?.__schema.types.length > 0)).toBe(true);
   });
 
   it('closes every connection at the shutdown drain (1001) and refuses new ones (503)', async () => {
@@ -331,9 +334,19 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
       const socket = await rawSocket(peer, { token });
       await eventually(() => socket.messages.some((m) => m.type === 'connection_ack'));
       socket.ws.send(JSON.stringify({ id: 's', type: 'subscribe', payload: { query: SUBSCRIPTION } }));
-      await sleep(200);
+      await eventually(async () => (await metricOf(peer, 'graphql_subscriptions_open{transport="websocket"}')) === 1);
       peer.drain!();
       expect(await socket.closed).toEqual({ code: 1001, reason: 'The service instance is shutting down: connect again.' });
+      // The subscription's end went out before the close.
+      expect(socket.messages.filter((m) => m.id === 's')).toEqual([
+        expect.objectContaining({
+          type: 'next',
+          payload: expect.objectContaining({
+            errors: [expect.objectContaining({ extensions: expect.objectContaining({ code: 'SERVICE_UNAVAILABLE' }) })],
+          }),
+        }),
+        { id: 's', type: 'complete' },
+      ]);
       const late = new WebSocket(wsUrl(peer), 'graphql-transport-ws');
       const status = await new Promise<number | undefined>((resolve) => {
         late.on('unexpected-response', (_req, res) => resolve(res.statusCode));
