@@ -4,7 +4,7 @@
  * on Ctrl-C.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { openSync, closeSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { openSync, closeSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -237,11 +237,12 @@ export function descendants(pid: number): number[] {
   return out;
 }
 
-function comm(pid: number): string {
+// By the executable: Node 24 names its main thread `MainThread`, so /proc/<pid>/comm no longer says node.
+function isNode(pid: number): boolean {
   try {
-    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    return path.basename(readlinkSync(`/proc/${pid}/exe`)) === 'node';
   } catch {
-    return '';
+    return false;
   }
 }
 
@@ -250,8 +251,8 @@ function comm(pid: number): string {
  * CLI is a node process that spawns the real one; `sh -c` may sit on top).
  */
 export function workerNodePid(pid: number): number {
-  const tree = [pid, ...descendants(pid)].filter((p) => comm(p) === 'node');
-  const leaves = tree.filter((p) => !descendants(p).some((d) => comm(d) === 'node'));
+  const tree = [pid, ...descendants(pid)].filter(isNode);
+  const leaves = tree.filter((p) => !descendants(p).some(isNode));
   const found = leaves.at(-1) ?? tree.at(-1);
   if (found === undefined) throw new Error(`no node process under pid ${pid}`);
   return found;
