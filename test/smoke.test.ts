@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type TestApp, type TestTenant, createTenant, startApp } from './helpers.js';
 
@@ -20,5 +22,12 @@ describe('smoke', () => {
     expect(list.status).toBe(200);
     expect(list.body.Edges.map((e: any) => e.Node.Key)).toEqual(['root']);
     expect(list.body.PageInfo.TotalCount).toBe(1);
+  });
+
+  // P147: npm scripts find the registry's Node first on PATH, whatever Node the machine has.
+  it('runs on the Node that package.json pins, the one `node` names in npm scripts', () => {
+    const pinned = JSON.parse(readFileSync('package.json', 'utf8')).dependencies.node as string;
+    expect(process.versions.node).toBe(pinned);
+    expect(execFileSync('node', ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim()).toBe(pinned);
   });
 });
