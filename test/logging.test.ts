@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { stripVTControlCharacters } from 'node:util';
 import { createClient } from 'graphql-ws';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { buildApp } from '../src/app/app.js';
@@ -181,5 +182,33 @@ describe('pretty logs of the running service (P145)', () => {
     );
     // Not the mail's text, in that line or any other.
     expect(out.lines.join('\n')).not.toMatch(/Hello Ann|Regards/);
+  });
+});
+
+describe('a logged database error', () => {
+  it("carries no statement's values: PGlite's params and query options, PostgreSQL's detail", async () => {
+    const db = await openTestDatabase();
+    try {
+      await sql`CREATE TABLE log_probe (email text PRIMARY KEY)`.execute(db.db);
+      const email = 'ann.smith@example.org';
+      await sql`INSERT INTO log_probe VALUES (${email})`.execute(db.db);
+      const err = await sql`INSERT INTO log_probe VALUES (${email})`.execute(db.db).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({ code: '23505' });
+      const out = sink();
+      createLogger(loadConfig({ LOG_FORMAT: 'json' }), out).error({ err }, 'statement failed');
+      expect(out.lines).toHaveLength(1);
+      const line = JSON.parse(out.lines[0]!) as { err: Record<string, unknown> };
+      // What failed stays: its class, message, SQLSTATE and constraint.
+      expect(line.err).toMatchObject({ message: expect.stringContaining('duplicate key'), code: '23505', constraint: 'log_probe_pkey' });
+      expect(line.err).not.toHaveProperty('params');
+      expect(line.err).not.toHaveProperty('queryOptions');
+      expect(line.err).not.toHaveProperty('detail');
+      expect(out.lines[0]).not.toContain(email);
+    } finally {
+      await db.dispose();
+    }
   });
 });

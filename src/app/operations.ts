@@ -13,6 +13,7 @@ import { openApiDocument } from '../http/openapi/openapi.js';
 import { sendProblem } from '../http/problem.js';
 import { writeDeadline } from '../http/write-deadline.js';
 import { routes } from './routes.js';
+import { errSerializer } from './runtime.js';
 
 // The process's own concerns, in front of every route: the drain, the write deadline, request ids, the
 // access log, metrics, liveness and readiness.
@@ -70,6 +71,7 @@ export function mountOperations(
         serializers: {
           req: reqFields,
           res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+          err: errSerializer,
         },
         // `error` means the service is wrong (P94): a client's mistake is info, an unavailable database
         // or provider warn, and the drain's 503s (/readyz, refused subscriptions) are the drain working.

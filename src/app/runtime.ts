@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { pino, type Logger } from 'pino';
+import { pino, type Logger, stdSerializers } from 'pino';
 import type { Config } from '../core/config.js';
 import { traceLogFields, tracingOn } from '../core/tracing.js';
 import { type DatabaseHandle, openDatabase } from '../db/database.js';
@@ -9,11 +9,33 @@ import { SecretBox } from '../domains/data/index.js';
 import { applyTenantFile } from '../domains/tenant-apply/index.js';
 import { type LogOutput, logFormat, prettyDestination } from './pretty-logs.js';
 
+// What a driver error carries of a statement's values: PGlite's parameters and query options (`params`,
+// `queryOptions`), and PostgreSQL's `detail` (a unique violation's key, a check violation's whole row).
+const VALUE_FIELDS = ['params', 'queryOptions', 'detail'];
+
+/**
+ * pino's error serializer without the fields that hold values (an e-mail address, a token): for the
+ * process logger and the access log. An error already serialized (pino-http serializes first) is scrubbed
+ * as it is; the errors nested in it too.
+ */
+export function errSerializer(err: unknown): unknown {
+  const out = err instanceof Error ? stdSerializers.err(err) : err;
+  scrub(out);
+  return out;
+}
+
+function scrub(o: unknown): void {
+  if (typeof o !== 'object' || o === null) return;
+  for (const key of VALUE_FIELDS) delete (o as Record<string, unknown>)[key];
+  for (const v of Object.values(o)) if (typeof v === 'object' && v !== null && ('stack' in v || Array.isArray(v))) scrub(v);
+}
+
 /** The process logger: JSON lines (pino) to `out`, or pretty lines for a person (P145, `logFormat`). */
 export function createLogger(config: Pick<Config, 'LOG_LEVEL' | 'LOG_FORMAT' | 'NODE_ENV'>, out: LogOutput = process.stdout): Logger {
   const options = {
     level: config.LOG_LEVEL,
     redact: ['req.headers.authorization', 'req.headers.cookie'],
+    serializers: { err: errSerializer },
     // Traced (P140): every line logged within a span carries its trace and span ids.
     ...(tracingOn() ? { mixin: traceLogFields } : {}),
   };
