@@ -70,6 +70,11 @@ const CASES: { name: FaultName; status?: number; errors: unknown[] }[] = [
       new Error('Cannot use a pool after calling end on the pool'),
       new Error('Client was closed and is not queryable'),
       new Error('Query read timeout'),
+      // Statements racing the close at shutdown: Kysely's, then PGlite's.
+      new Error('driver has already been destroyed'),
+      new Error('PGlite instance is already closed.'),
+      new Error('PGlite is closing'),
+      new Error('PGlite is closed'),
       // `localhost` refused on both of its addresses.
       new AggregateError([socketError('ECONNREFUSED'), socketError('ECONNREFUSED')]),
     ],
@@ -269,6 +274,30 @@ describe('the engine raises what the table expects', () => {
       }),
     );
     expect(runs).toBe(1);
+  });
+
+  it('statements racing the close at shutdown, or after it, are an unavailable database (503)', async () => {
+    const closing = await openTestDatabase();
+    let release!: () => void, begun!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const holding = new Promise<void>((resolve) => (begun = resolve));
+    // A transaction holds a connection (PGlite's only one: statements queue behind it) as the close starts.
+    const tx = inTransaction(closing.db, async (trx) => {
+      await sql`SELECT 1`.execute(trx);
+      begun();
+      await held;
+    });
+    await holding;
+    const racing = Array.from({ length: 3 }, () => sql`SELECT 1`.execute(closing.db));
+    const closed = closing.dispose();
+    const during = sql`SELECT 1`.execute(closing.db);
+    release();
+    const outcomes = await Promise.allSettled([...racing, during]);
+    await Promise.allSettled([tx, closed]);
+    const after = await failure(() => sql`SELECT 1`.execute(closing.db));
+    const failed = [...outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : [])), after];
+    expect(outcomes.at(-1)?.status).toBe('rejected');
+    for (const e of failed) expect(expectedErrorOf(e)).toBeInstanceOf(ServiceUnavailableError);
   });
 
   it('a refused connection is an unavailable database (503)', async () => {

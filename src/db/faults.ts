@@ -66,7 +66,8 @@ export const FAULTS = {
   },
   /**
    * The database is away: class 08 connection exceptions, starting up (57P03), too many connections
-   * (53300), socket errors, no pool connection in time, a pool or client already closed.
+   * (53300), socket errors, no pool connection in time, a pool or client already closed, and a statement
+   * racing the database's close at shutdown: Kysely's driver destroyed, PGlite closing or closed.
    */
   unavailable: {
     answer: 'unavailable',
@@ -80,6 +81,10 @@ export const FAULTS = {
       'Cannot use a pool after calling end on the pool',
       'Client was closed and is not queryable',
       'Query read timeout',
+      'driver has already been destroyed',
+      'PGlite instance is already closed',
+      'PGlite is closing',
+      'PGlite is closed',
     ],
     expected: unavailable,
   },
