@@ -321,6 +321,8 @@ describe('OpenTelemetry traces of the running service (P139, P141)', () => {
     const server = one(trace, (s) => s.scope === HTTP && s.kind === KIND.server, 'the server span');
     expect(server.parentSpanId).toBe(asked.list.spanId);
     expect(server.attributes['http.route']).toBe('/api/v2/subject');
+    // The query's names, not its values (a client's search terms, GraphQL GET variables).
+    expect(server.attributes['url.query']).toBe('First=REDACTED');
     const route = one(trace, (s) => s.name === 'GET /api/v2/subject', 'the route span');
     expect(route).toMatchObject({ parentSpanId: server.spanId, scope: SERVER, attributes: { 'http.route': '/api/v2/subject' } });
     const below = descendants(trace, route);
