@@ -88,7 +88,7 @@ export function graphqlEndpoint(
       // @defer and @stream (P56): incremental results over multipart/mixed or text/event-stream.
       useDeferStream(),
       oneAnswerForJsonClients,
-      multipartSubscriptions(),
+      multipartSubscriptions(logger),
       // Traced (P141): a span per operation, around the others' work.
       ...(tracingOn() ? [operationSpans] : []),
       graphqlErrorsAnswer200,

@@ -7,6 +7,7 @@ import { CloseCode, type Context, type FormattedExecutionResult, type SubscribeP
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AppError } from '../core/errors.js';
+import { atInstant } from '../core/timers.js';
 import type { Principal } from '../core/permissions.js';
 import { expectedErrorOf } from '../db/faults.js';
 import type { ResponseLike } from './admission.js';
@@ -32,7 +33,10 @@ export const WS_CLOSE = {
   forbidden: CloseCode.Forbidden,
   /** The database unavailable or the client over its rate at `connection_init` (the same 503/429 as HTTP): retried. */
   tryAgainLater: 1013,
-  /** The client did not read what it was sent (SLOW_CONSUMER). */
+  /**
+   * The client did not read what it was sent (SLOW_CONSUMER): not retried by graphql-ws clients, on purpose, as
+   * events were missed; the application reads its data again before it reconnects.
+   */
   slowConsumer: 1008,
   /** The instance is shutting down: connect again (elsewhere). */
   goingAway: 1001,
@@ -86,8 +90,10 @@ interface Connection {
   id: string;
   authorization: string;
   principal: Principal;
-  operations: Map<string, OperationEnd>;
-  expiry: NodeJS.Timeout | undefined;
+  /** By the subscribe message's payload: an id the client reuses once an operation completed names another. */
+  operations: Map<SubscribePayload, OperationEnd>;
+  /** Cancels the close at the token's expiry. */
+  cancelExpiry: () => void;
 }
 
 interface Extra {
@@ -129,8 +135,15 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
         socket.close(code, reason);
         return false;
       }
-      const conn: Connection = { id: randomUUID(), authorization: authorization!, principal, operations: new Map(), expiry: undefined };
-      if (principal.expiresAt !== undefined) conn.expiry = closeAfterExpiry(socket, principal.expiresAt);
+      // The client may have gone during the check: nothing to keep for it.
+      if (socket.readyState !== WebSocket.OPEN) return false;
+      const cancelExpiry =
+        principal.expiresAt === undefined
+          ? () => undefined
+          : atInstant(principal.expiresAt + EXPIRY_CLOSE_DELAY_MS, () =>
+              socket.close(WS_CLOSE.forbidden, 'The access token expired: connect again with a new token.'),
+            );
+      const conn: Connection = { id: randomUUID(), authorization: authorization!, principal, operations: new Map(), cancelExpiry };
       connections.set(ctx, conn);
       return true;
     },
@@ -142,8 +155,10 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
       } catch (e) {
         return [operationError(e, logger)];
       }
+      // Closed during the check: graphql-ws sends nothing more, and nothing must run.
+      if (ctx.extra.socket.readyState !== WebSocket.OPEN) return [new GraphQLError('The connection closed.')];
       const end = new OperationEnd();
-      conn.operations.set(id, end);
+      conn.operations.set(payload, end);
       const args: Partial<RunArgs> = {
         document: RUN_DOCUMENT,
         rootValue: () => run(payload, { principal, id: `${conn.id}/${id}` }, end),
@@ -153,15 +168,15 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
     onNext: (_ctx, _id, _payload, _args, result) => resultAsSent(result) as FormattedExecutionResult,
     // graphql-ws wraps what an operation's events threw in a GraphQLError of its own: the original is what is rendered.
     onError: (_ctx, _id, _payload, errors) => errors.map((e) => sentError(graphqlRendering(thrownError(e, logger)))),
-    onComplete: (ctx, id) => {
+    onComplete: (ctx, _id, payload) => {
       const conn = connections.get(ctx);
-      conn?.operations.get(id)?.end();
-      conn?.operations.delete(id);
+      conn?.operations.get(payload)?.end();
+      conn?.operations.delete(payload);
     },
     onClose: (ctx, code, reason) => {
       const conn = connections.get(ctx);
       if (!conn) return;
-      clearTimeout(conn.expiry);
+      conn.cancelExpiry();
       for (const end of conn.operations.values()) end.end();
       logger.info({ tenant: conn.principal.tenantKey, client: conn.principal.clientId, code, reason }, 'graphql-ws connection closed');
     },
@@ -176,7 +191,8 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
     options.onCut?.();
     logger.info({ bufferedBytes: socket.bufferedAmount, why }, 'graphql-ws client not reading: connection closed');
     // Queued after what waits: a reader that resumes reads it; ws ends the connection if it does not (30 s).
-    if (!now) socket.close(WS_CLOSE.slowConsumer, `SLOW_CONSUMER: ${why}; connect again and reload.`);
+    if (!now)
+      socket.close(WS_CLOSE.slowConsumer, closeReason(`SLOW_CONSUMER: ${why}; events were missed: read the data again and reconnect.`));
   };
 
   const connected = (socket: WebSocket, raw: Duplex, request: IncomingMessage) => {
@@ -253,22 +269,6 @@ function authorizationOf(params: Readonly<Record<string, unknown>> | undefined):
   const value = key !== undefined ? params[key] : params['token'];
   if (typeof value !== 'string') return undefined;
   return key === undefined && !/^bearer /i.test(value) ? `Bearer ${value}` : value;
-}
-
-/** Re-armed past setTimeout's limit. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
-function closeAfterExpiry(socket: WebSocket, expiresAt: number): NodeJS.Timeout {
-  const left = expiresAt + EXPIRY_CLOSE_DELAY_MS - Date.now();
-  const timer = setTimeout(
-    () => {
-      if (Date.now() < expiresAt + EXPIRY_CLOSE_DELAY_MS) return void closeAfterExpiry(socket, expiresAt);
-      socket.close(WS_CLOSE.forbidden, 'The access token expired: connect again with a new token.');
-    },
-    Math.max(0, Math.min(left, MAX_TIMER_MS)),
-  );
-  timer.unref();
-  return timer;
 }
 
 /** The close code and reason of a connection whose token was refused. */

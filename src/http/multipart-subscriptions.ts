@@ -1,6 +1,9 @@
-import type { ExecutionResult } from 'graphql';
+import { type ExecutionResult, GraphQLError } from 'graphql';
+import type { Logger } from 'pino';
+import { expectedErrorOf } from '../db/faults.js';
 import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { streamTransport } from './accept.js';
+import { errorLogLevel } from './errors.js';
 import { resultAsSent } from './graphql-plugins.js';
 
 /** Apollo's multipart subscription protocol: the boundary, and the Content-Type of the answer. */
@@ -17,7 +20,7 @@ export const HEARTBEAT_MS = 5_000;
  * prefers multipart/mixed to text/event-stream is answered here; the operation itself ran through every
  * plugin as over SSE. The write deadline (P78) cuts a reader that does not take the parts.
  */
-export function multipartSubscriptions(): Plugin {
+export function multipartSubscriptions(logger: Logger): Plugin {
   const subscriptions = new WeakSet<object>();
   return {
     onSubscribe({ args }) {
@@ -29,7 +32,7 @@ export function multipartSubscriptions(): Plugin {
       if (streamTransport(request.headers.get('accept') ?? '') !== 'multipart') return;
       setResultProcessor(
         (r, fetchAPI) =>
-          new fetchAPI.Response(multipartBody(r as AsyncIterable<ExecutionResult>, request.signal, fetchAPI), { headers: HEADERS }),
+          new fetchAPI.Response(multipartBody(r as AsyncIterable<ExecutionResult>, request.signal, logger, fetchAPI), { headers: HEADERS }),
         'multipart/mixed',
       );
     },
@@ -46,6 +49,7 @@ const HEADERS = { 'Content-Type': MULTIPART_SUBSCRIPTION_TYPE, 'Cache-Control': 
 function multipartBody(
   events: AsyncIterable<ExecutionResult>,
   closed: AbortSignal,
+  logger: Logger,
   fetchAPI: { ReadableStream: typeof ReadableStream; TextEncoder: typeof TextEncoder },
 ): ReadableStream<Uint8Array> {
   const encoder = new fetchAPI.TextEncoder();
@@ -77,8 +81,12 @@ function multipartBody(
         }
         controller.enqueue(part(`{"payload":${JSON.stringify(resultAsSent(value))}}`));
       } catch (e) {
+        // The protocol's transport error: a last part without a payload, then the end.
         stop();
-        controller.error(e);
+        logger[errorLogLevel(e)]({ err: e }, 'multipart subscription failed');
+        controller.enqueue(part(JSON.stringify({ payload: null, ...resultAsSent({ errors: [codedError(e)] }) })));
+        controller.enqueue(encoder.encode('--\r\n'));
+        controller.close();
       }
     },
     async cancel() {
@@ -86,4 +94,10 @@ function multipartBody(
       await iterator.return?.();
     },
   });
+}
+
+/** What a failing stream's last part names: an expected error as itself, anything else masked. */
+function codedError(e: unknown): GraphQLError {
+  if (e instanceof GraphQLError && typeof e.extensions['code'] === 'string') return e;
+  return expectedErrorOf(e) ?? new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { AppError, ServiceUnavailableError, TooManyRequestsError, UnauthenticatedError } from '../../../core/errors.js';
 import type { Principal } from '../../../core/permissions.js';
+import { atInstant } from '../../../core/timers.js';
 import type { EventBus, Unsubscribe } from '../../../db/event-bus.js';
 import type { Db } from '../../../db/tables.js';
 import { errorLogLevel } from '../../../http/errors.js';
@@ -50,8 +51,6 @@ const MAX_ENTITY_BACKLOG = 100;
  * 429: a place frees as soon as the client ends one of its streams and the instance sees it close.
  */
 export const SUBSCRIPTION_RETRY_AFTER_SECONDS = 1;
-/** setTimeout's limit: a later expiry is re-armed. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * A follower of every change the feed hears, in process (the live aggregates): `heard` for each event,
@@ -70,24 +69,14 @@ export interface LiveMeter {
 
 /** Ends a subscription when its token expires: `end` gets UNAUTHENTICATED at `expiresAt` (ms). Returns what cancels it. */
 export function endAtTokenExpiry(expiresAt: number, end: (error: AppError) => void): () => void {
-  let timer: NodeJS.Timeout;
-  const arm = () => {
-    timer = setTimeout(
-      () => {
-        if (Date.now() < expiresAt) return arm();
-        end(
-          new UnauthenticatedError(
-            'The access token expired: the subscription ended. Subscribe again with a new token.',
-            'Bearer error="invalid_token", error_description="The access token expired."',
-          ),
-        );
-      },
-      Math.max(0, Math.min(expiresAt - Date.now(), MAX_TIMER_MS)),
-    );
-    timer.unref();
-  };
-  arm();
-  return () => clearTimeout(timer);
+  return atInstant(expiresAt, () =>
+    end(
+      new UnauthenticatedError(
+        'The access token expired: the subscription ended. Subscribe again with a new token.',
+        'Bearer error="invalid_token", error_description="The access token expired."',
+      ),
+    ),
+  );
 }
 
 /**
