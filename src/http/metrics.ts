@@ -4,6 +4,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { type DocumentNode, Kind, type OperationDefinitionNode } from 'graphql';
 import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { streamTransport } from './accept.js';
 
 /** Connections of the database pool, read when scraped. */
 export type PoolStats = () => { total: number; idle: number; waiting: number };
@@ -67,17 +68,14 @@ const LOOKUPS = ['memory', 'database', 'miss'] as const;
 
 /**
  * A subscription's transport, from the request that opened it: graphql-ws (an operation without an HTTP
- * request of its own, or with the WebSocket upgrade's), or the Accept of an HTTP stream (multipart/mixed,
- * text/event-stream); `other` if none says.
+ * request of its own, or with the WebSocket upgrade's), or the HTTP stream its Accept is served
+ * (streamTransport); `other` if none says.
  */
 function transportOf(context: unknown): string {
   const req = (context as { req?: { headers?: IncomingHttpHeaders } } | undefined)?.req;
   const headers = req?.headers;
   if (req && (!headers || headers.upgrade?.toLowerCase() === 'websocket')) return 'websocket';
-  const accept = headers?.accept ?? '';
-  if (/multipart\/mixed/i.test(accept)) return 'multipart';
-  if (/text\/event-stream/i.test(accept)) return 'sse';
-  return 'other';
+  return streamTransport(headers?.accept ?? '') ?? 'other';
 }
 
 /**
