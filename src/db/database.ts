@@ -2,8 +2,8 @@ import { promises as fs, unlinkSync } from 'node:fs';
 import type { PGlite } from '@electric-sql/pglite';
 import {
   type BinaryOperationNode,
+  type DatabaseConnection,
   Kysely,
-  type KyselyPlugin,
   type LogEvent,
   OperatorNode,
   PGliteAdapter,
@@ -93,6 +93,9 @@ class ServiceDialect extends PostgresDialect {
   }
 }
 
+/** Kysely does not export the PGlite driver's connection class. */
+type PGliteConnection = Parameters<PGliteDriver['beginTransaction']>[0];
+
 /**
  * PGlite's one connection, to one statement or transaction at a time in arrival order. Kysely's own lock
  * for a single-connection dialect is off (ServicePGliteDialect): it counts no waiters, which the pool
@@ -104,7 +107,7 @@ class ServiceDialect extends PostgresDialect {
  * concurrent searches), and a request that arrived meanwhile was not even read until it was done
  * (P67). Once the statements that ended in this turn have held it TURN_BUDGET_MS, counted from when the
  * first of them got the connection, the event loop turns before the connection passes on (and, inside
- * a transaction, before its next statement: turnPerStatement): requests are read, and queue their
+ * a transaction, before its next statement: turnBetweenStatements): requests are read, and queue their
  * statements, in between. Cheap statements in a row (a request's principal, then its page) stay in one
  * turn: a turn after each one let the other tenant's work in between them, and doubled B's p99 under
  * 900-subject pages (P67). Time the loop spent idle, or in turns without a statement, does not count.
@@ -116,6 +119,9 @@ class ServicePGliteDriver extends PGliteDriver {
   #acquiredAt = 0;
   /** Set while statements end in this turn; cleared at its end (the check phase, after any I/O callbacks). */
   #turnStarted: number | undefined;
+  /** A transaction holds the connection: its statements turn the loop between them (turnBetweenStatements). */
+  #inTransaction = false;
+  #turning = false;
 
   override async acquireConnection() {
     if (this.busy) await new Promise<void>((resolve) => this.waiting.push(resolve));
@@ -129,6 +135,38 @@ class ServicePGliteDriver extends PGliteDriver {
     const next = this.waiting.shift();
     if (next) next();
     else this.busy = false;
+  }
+
+  override async beginTransaction(connection: PGliteConnection) {
+    this.#turnBetweenStatements(connection);
+    await super.beginTransaction(connection);
+    this.#inTransaction = true;
+  }
+
+  override async commitTransaction(connection: PGliteConnection) {
+    this.#inTransaction = false;
+    await super.commitTransaction(connection);
+  }
+
+  override async rollbackTransaction(connection: PGliteConnection) {
+    this.#inTransaction = false;
+    await super.rollbackTransaction(connection);
+  }
+
+  /**
+   * A transaction holds the connection for all its statements, so the loop turns after each one, before
+   * it returns: only the holder runs executeQuery. Done at the first transaction, when Kysely has wrapped
+   * executeQuery with its logging: the wait is not counted in a statement's duration or span.
+   */
+  #turnBetweenStatements(connection: DatabaseConnection) {
+    if (this.#turning) return;
+    this.#turning = true;
+    const execute = connection.executeQuery.bind(connection);
+    connection.executeQuery = async <R>(...args: Parameters<DatabaseConnection['executeQuery']>) => {
+      const result = await execute<R>(...args);
+      if (this.#inTransaction) await this.turnIfDue();
+      return result;
+    };
   }
 
   /** Called as a statement ends, the connection still held: turns the event loop when the turn's budget is spent. */
@@ -353,21 +391,6 @@ const SEARCH_THRESHOLD = 'pg_trgm.word_similarity_threshold=0.3';
 /** How long the embedded database's statements may hold one turn of the event loop (P67). */
 export const TURN_BUDGET_MS = 4;
 
-/**
- * Kysely 0.29 transforms a result after the statement's connection is released, so ServicePGliteDriver
- * turns the loop at the release; a transaction holds the connection for all its statements, and turns it
- * here between them (P67).
- */
-function turnPerStatement(driver: ServicePGliteDriver): KyselyPlugin {
-  return {
-    transformQuery: ({ node }) => node,
-    transformResult: async ({ result }) => {
-      await driver.turnIfDue();
-      return result;
-    },
-  };
-}
-
 /** Wraps an open PGlite instance (tests pass clones of a migrated template). */
 export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'onQuery'> = {}): Promise<DatabaseHandle> {
   // One connection for the life of the instance: a session setting holds for every query.
@@ -387,7 +410,6 @@ export async function wrapPglite(pglite: PGlite, opts: Pick<DatabaseOptions, 'on
   const dialect = new ServicePGliteDialect({ pglite });
   const db = new Kysely<Database>({
     dialect,
-    plugins: [turnPerStatement(dialect.driver)],
     ...withStatementSpans(logOption(opts)),
   });
   return {
