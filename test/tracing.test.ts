@@ -148,6 +148,7 @@ const asked = {
   list: { ...callerContext(), status: 0, requestId: '' },
   read: { ...callerContext(), status: 0, requestId: '', body: '', traceparents: [] as (string | undefined)[] },
   missing: { status: 0, requestId: '', body: {} as Record<string, unknown> },
+  unsampled: { ...callerContext(), status: 0, requestId: '', body: {} as Record<string, unknown> },
   unknownExtract: { ...callerContext(), status: 0, body: '' },
   change: { ...callerContext(), status: 0, refetchTraceparents: [] as (string | undefined)[] },
   providerDown: { ...callerContext(), status: 0, body: '' },
@@ -250,6 +251,15 @@ beforeAll(async () => {
   // (c) A problem, without a caller's trace.
   const missing = await fetch(`${url}/api/v2/subject/${randomUUID()}`, { headers: auth });
   Object.assign(asked.missing, { status: missing.status, requestId: missing.headers.get('x-request-id'), body: await missing.json() });
+  // (c') The same under a caller's trace it does not sample (flags 00): the parent-based sampler follows it.
+  const unsampled = await fetch(`${url}/api/v2/subject/${randomUUID()}`, {
+    headers: { ...auth, traceparent: asked.unsampled.traceparent.replace(/-01$/, '-00') },
+  });
+  Object.assign(asked.unsampled, {
+    status: unsampled.status,
+    requestId: unsampled.headers.get('x-request-id'),
+    body: await unsampled.json(),
+  });
   // (d) A GraphQL field error that is the client's (NOT_FOUND).
   const unknownExtract = await graphql(
     asked.unknownExtract.traceparent,
@@ -410,6 +420,20 @@ describe('OpenTelemetry traces of the running service (P139, P141)', () => {
     // Its provider calls are spans of their own traces.
     const refetches = receiver.spans.filter((s) => s.scope === UNDICI && s.attributes['url.full'] === provider.getDataPointsUrl);
     expect(refetches.length).toBeGreaterThan(1);
+  });
+
+  it('an unsampled trace is named nowhere: no otelTraceId, no trace id in its log line, no span exported', () => {
+    expect(asked.unsampled.status).toBe(404);
+    expect(asked.unsampled.body['traceId']).toBe(asked.unsampled.requestId);
+    expect(asked.unsampled.body).not.toHaveProperty('otelTraceId');
+    expect(receiver.trace(asked.unsampled.traceId)).toEqual([]);
+    const line = out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Line)
+      .find((l) => l.msg === 'request completed' && l.req?.id === asked.unsampled.requestId);
+    expect(line).toBeDefined();
+    expect(line).not.toHaveProperty('trace_id');
   });
 
   it("every request's log line carries its trace and span ids", () => {
