@@ -1,9 +1,10 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openTestDatabase } from './helpers.js';
+import { failure, openTestDatabase } from './helpers.js';
 
 // Parameters are bound as `pg` binds them on PostgreSQL, on PGlite too: its serializers are pg's own
-// prepareValue (pg/lib/utils.js, not a documented API), so a change of its behaviour fails here. // P146
+// prepareValue (pg/lib/utils.js, reachable through pg's exports map but not documented), so a change of
+// its behaviour, or PGlite's own serializers in its place, fails here. // P146
 
 describe('parameters of every kind the service binds', () => {
   let handle: Awaited<ReturnType<typeof openTestDatabase>>;
@@ -51,5 +52,15 @@ describe('parameters of every kind the service binds', () => {
       textsRead: row.texts,
       docRead: row.doc,
     });
+  });
+
+  it("bind an object as JSON and an array as a PostgreSQL array whatever the parameter's type", async () => {
+    // PGlite's own serializers follow the parameter's type instead: '[object Object]', '1,x', and '[1, 2]' as jsonb.
+    const { rows } = await sql<{ doc: string; list: string }>`SELECT ${{ a: 1 }}::text AS doc, ${[1, 'x']}::text AS list`.execute(
+      handle.db,
+    );
+    expect(rows).toEqual([{ doc: '{"a":1}', list: '{"1","x"}' }]);
+    const e = await failure(() => sql`SELECT ${[1, 2]}::jsonb`.execute(handle.db));
+    expect((e as { code?: string }).code).toBe('22P02'); // invalid_text_representation: '{"1","2"}' is no JSON
   });
 });
