@@ -289,6 +289,41 @@ describe('graphql-ws over a WebSocket on /graphql (P136)', () => {
     expect(socket.ws.readyState).toBe(WebSocket.OPEN);
   });
 
+  it('refuses an operation past WEBSOCKET_MAX_OPERATIONS under way on one connection (TOO_MANY_REQUESTS); one ending frees its place', async () => {
+    // P136: what one connection may have under way is bounded, as an HTTP client's connections are.
+    const capped = await startApp({ WEBSOCKET_MAX_OPERATIONS: '2' });
+    try {
+      const ct = await createDataTenant(capped, provider, 1);
+      const socket = await rawSocket(capped, { token: await ct.tenant.token() });
+      await eventually(() => socket.messages.some((m) => m.type === 'connection_ack'));
+      for (const id of ['a', 'b', 'c']) socket.ws.send(JSON.stringify({ id, type: 'subscribe', payload: { query: SUBSCRIPTION } }));
+      await eventually(() => socket.messages.some((m) => m.id === 'c'));
+      expect(socket.messages.find((m) => m.id === 'c')).toEqual({
+        id: 'c',
+        type: 'error',
+        payload: [
+          expect.objectContaining({
+            message: 'This connection has 2 operations under way (WEBSOCKET_MAX_OPERATIONS): complete one first.',
+            extensions: expect.objectContaining({ code: 'TOO_MANY_REQUESTS', status: 429 }),
+          }),
+        ],
+      });
+      expect(socket.messages.filter((m) => m.id === 'a' || m.id === 'b')).toEqual([]);
+      // Ended by the client, the first frees its place (sent until the server has seen the end).
+      socket.ws.send(JSON.stringify({ id: 'a', type: 'complete' }));
+      let answered: any;
+      for (let again = 1; !answered && again <= 50; again++) {
+        socket.ws.send(JSON.stringify({ id: `q${again}`, type: 'subscribe', payload: { query: '{ __typename }' } }));
+        await eventually(() => socket.messages.some((m) => m.id === `q${again}`));
+        answered = socket.messages.find((m) => m.id === `q${again}` && m.type === 'next');
+      }
+      expect(answered.payload).toEqual({ data: { __typename: 'Query' } });
+      socket.ws.terminate();
+    } finally {
+      await capped.close();
+    }
+  });
+
   it('ends a subscription when its token expires (UNAUTHENTICATED, as over SSE), then closes the connection (4403)', async () => {
     // P136: the feed's expiry end, then the connection's.
     const socket = await rawSocket(app, { token: await shortLivedToken(app, t.tenant.key, 2) });

@@ -136,6 +136,7 @@ export function graphqlEndpoint(
     maxPayload: config.MAX_BODY_BYTES,
     maxBufferedBytes: config.WEBSOCKET_MAX_BUFFERED_BYTES,
     writeTimeoutMs: config.RESPONSE_WRITE_TIMEOUT_MS,
+    maxOperations: config.WEBSOCKET_MAX_OPERATIONS,
     logger,
     onCut: () => metrics?.responseCut('stream'),
   });

@@ -109,6 +109,11 @@ const envSchema = z
       .int()
       .min(64 * 1024)
       .default(32 * 1024 * 1024),
+    /**
+     * Operations one GraphQL WebSocket connection may have under way at once (its subscriptions included):
+     * one more is refused (TOO_MANY_REQUESTS) before its token is checked (P136).
+     */
+    WEBSOCKET_MAX_OPERATIONS: z.coerce.number().int().min(1).max(100_000).default(200),
     /** On SIGTERM: /readyz answers 503 and responses carry `Connection: close` for this long before the listener closes. */
     SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(600_000).default(5_000),
     /** After the drain: in-flight requests get this long to finish before connections are cut. */

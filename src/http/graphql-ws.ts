@@ -6,7 +6,7 @@ import { type ExecutionArgs, type ExecutionResult, GraphQLError, type GraphQLFor
 import { CloseCode, type Context, type FormattedExecutionResult, type SubscribePayload, handleProtocols, makeServer } from 'graphql-ws';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
-import type { AppError } from '../core/errors.js';
+import { AppError } from '../core/errors.js';
 import { atInstant } from '../core/timers.js';
 import type { Principal } from '../core/permissions.js';
 import { expectedErrorOf } from '../db/faults.js';
@@ -63,6 +63,8 @@ export interface GraphqlWebSocketOptions {
   maxBufferedBytes: number;
   /** Output not taken within this long ends the connection (P78's write deadline; 0: none). */
   writeTimeoutMs: number;
+  /** Operations a connection may have under way at once; one more is refused (429). */
+  maxOperations: number;
   logger: Logger;
   /** Told when a connection is cut because its client did not read. */
   onCut?: () => void;
@@ -149,16 +151,26 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
     },
     onSubscribe: async (ctx, id, payload) => {
       const conn = connections.get(ctx)!;
+      // Before the token check, whose database read each would cost.
+      if (conn.operations.size >= options.maxOperations)
+        return [
+          new AppError(
+            429,
+            'TOO_MANY_REQUESTS',
+            `This connection has ${options.maxOperations} operations under way (WEBSOCKET_MAX_OPERATIONS): complete one first.`,
+          ),
+        ];
+      const end = new OperationEnd();
+      conn.operations.set(payload, end);
       let principal: Principal;
       try {
         principal = await verify(conn.authorization);
       } catch (e) {
+        conn.operations.delete(payload);
         return [operationError(e, logger)];
       }
       // Closed during the check: graphql-ws sends nothing more, and nothing must run.
       if (ctx.extra.socket.readyState !== WebSocket.OPEN) return [new GraphQLError('The connection closed.')];
-      const end = new OperationEnd();
-      conn.operations.set(payload, end);
       const args: Partial<RunArgs> = {
         document: RUN_DOCUMENT,
         rootValue: () => run(payload, { principal, id: `${conn.id}/${id}` }, end),
