@@ -178,6 +178,8 @@ export const slicedResults: Plugin = {
     // The context Yoga passes is the one our context factory returned, merged into its own.
     if (
       !(context as Partial<Context>).slices?.sliced ||
+      // No HTTP response (graphql-ws): the message that carries the result is serialised whole there.
+      !(context as { req?: { headers?: unknown } }).req?.headers ||
       !result ||
       isAsyncIterable(result) ||
       result.errors?.length ||

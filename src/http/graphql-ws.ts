@@ -17,7 +17,10 @@ import { resultAsSent } from './graphql-plugins.js';
 
 /** How long a connection may wait before its `connection_init` (graphql-ws closes it with 4408). */
 export const CONNECTION_INIT_TIMEOUT_MS = 3_000;
-/** A ping this often; a client that has not answered the previous one by the next is gone (terminated). */
+/**
+ * A ping this often; a client that has not answered the previous one by the next is gone (terminated),
+ * unless it is still taking the output queued before that ping.
+ */
 export const KEEP_ALIVE_MS = 12_000;
 /**
  * After a token expires, how long its connection stays open: its subscriptions end with UNAUTHENTICATED
@@ -211,11 +214,15 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
     socket.on('error', (err) => logger.info({ err: err.message }, 'graphql-ws: a client broke the protocol'));
     watchWrites(raw, options.writeTimeoutMs, () => cut(socket, `output not taken within ${options.writeTimeoutMs} ms`, true));
     let alive = true;
+    let buffered = 0;
     socket.on('pong', () => (alive = true));
     const keepAlive = setInterval(() => {
       // A closing connection has ws's own deadline for the close handshake (30 s).
       if (socket.readyState !== WebSocket.OPEN) return;
-      if (!alive) return void socket.terminate();
+      // The ping waits behind the output: a client still taking it is slow, not gone (a stall is the write deadline's).
+      const taking = socket.bufferedAmount > 0 && socket.bufferedAmount < buffered;
+      buffered = socket.bufferedAmount;
+      if (!alive) return taking ? undefined : void socket.terminate();
       alive = false;
       socket.ping();
     }, KEEP_ALIVE_MS);
