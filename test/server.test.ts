@@ -217,10 +217,17 @@ describe('npm start on an empty embedded database (D1)', () => {
     }
   }, 15_000);
 
+  // A request sent with the signal may be read after the drain began: /readyz then rightly answers 503 (P53),
+  // so the request in flight is /healthz, which the drain still answers.
   it('shuts down gracefully on SIGTERM: finishes in-flight requests, then exits 0', async () => {
-    const inFlight = fetch(`http://127.0.0.1:${port}/readyz`);
+    const inFlight = fetch(`http://127.0.0.1:${port}/healthz`);
     child.kill('SIGTERM');
     expect((await inFlight).status).toBe(200);
+    for (const deadline = Date.now() + 10_000; !stdout.includes('shutting down');) {
+      if (Date.now() > deadline) throw new Error(`no drain logged:\n${stdout}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(503);
     expect(await exit).toBe(0);
     expect(stdout).toContain('"msg":"stopped"');
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
