@@ -477,7 +477,7 @@ class TurnsPerStatement implements KyselyPlugin {
   async transformResult(args: Parameters<KyselyPlugin['transformResult']>[0]) {
     if (this.ticker) {
       this.perTurn.set(this.turn, (this.perTurn.get(this.turn) ?? 0) + 1);
-      // Before the connection passes on: the time counts as the statement's.
+      // Kysely 0.29 calls this after the connection's release: the wait stands for work done with the result.
       const until = performance.now() + TURN_BUDGET_MS + 1;
       while (performance.now() < until);
     }
