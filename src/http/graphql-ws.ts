@@ -127,8 +127,8 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
 
   const server = makeServer<Record<string, unknown>, Extra>({
     connectionInitWaitTimeout: CONNECTION_INIT_TIMEOUT_MS,
-    execute: (args) => (args as RunArgs).rootValue(),
-    subscribe: (args) => (args as RunArgs).rootValue(),
+    execute: (args) => settled(args as RunArgs, logger),
+    subscribe: (args) => settled(args as RunArgs, logger),
     onConnect: async (ctx) => {
       const { socket } = ctx.extra;
       const authorization = authorizationOf(ctx.connectionParams);
@@ -318,6 +318,15 @@ function closeReason(text: string): string {
         .subarray(0, 118)
         .toString('utf8')
         .replace(/\uFFFD$/, '')}...`;
+}
+
+/** An operation whose run rejected (a hook that threw) answers its error: graphql-ws would close the whole connection (4500). */
+async function settled(args: RunArgs, logger: Logger): Promise<ExecutionResult | AsyncIterable<ExecutionResult>> {
+  try {
+    return await args.rootValue();
+  } catch (e) {
+    return { errors: [thrownError(new GraphQLError('Unexpected error.', { originalError: e as Error }), logger)] };
+  }
 }
 
 /** An operation refused before it ran (its token, the rate limit): the error message it gets. */

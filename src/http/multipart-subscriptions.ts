@@ -56,6 +56,8 @@ function multipartBody(
   const part = (json: string) => encoder.encode(`\r\nContent-Type: application/json; charset=utf-8\r\n\r\n${json}\r\n--${BOUNDARY}`);
   const iterator = events[Symbol.asyncIterator]();
   let heartbeat: NodeJS.Timeout | undefined;
+  // A cancelled body takes nothing more: enqueueing into it throws, and a client gone is not a failure.
+  let cancelled = false;
   const stop = () => clearInterval(heartbeat);
   closed.addEventListener('abort', stop, { once: true });
   return new fetchAPI.ReadableStream<Uint8Array>({
@@ -73,6 +75,7 @@ function multipartBody(
     async pull(controller) {
       try {
         const { done, value } = await iterator.next();
+        if (cancelled || closed.aborted) return;
         if (done) {
           stop();
           controller.enqueue(encoder.encode('--\r\n'));
@@ -83,6 +86,7 @@ function multipartBody(
       } catch (e) {
         // The protocol's transport error: a last part without a payload, then the end.
         stop();
+        if (cancelled || closed.aborted) return;
         logger[errorLogLevel(e)]({ err: e }, 'multipart subscription failed');
         controller.enqueue(part(JSON.stringify({ payload: null, ...resultAsSent({ errors: [codedError(e)] }) })));
         controller.enqueue(encoder.encode('--\r\n'));
@@ -90,6 +94,7 @@ function multipartBody(
       }
     },
     async cancel() {
+      cancelled = true;
       stop();
       await iterator.return?.();
     },
