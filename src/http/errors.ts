@@ -121,6 +121,16 @@ export function graphqlRendering(e: GraphQLError): GraphQLError {
   return withExtensions(e, { ...rest, status: http.status });
 }
 
+/** An unexpected error as a client sees it, masked as Yoga masks it (whoever masks it logs it). */
+export function maskedError(): GraphQLError {
+  return new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+}
+
+/** A failure as a client of a transport Yoga does not serialise (graphql-ws, multipart) sees it. */
+export function expectedOrMasked(e: unknown): GraphQLError {
+  return expectedErrorOf(e) ?? maskedError();
+}
+
 /** The same error (message, placement, path, original error) with other extensions. */
 export function withExtensions(e: GraphQLError, extensions: GraphQLError['extensions']): GraphQLError {
   return new GraphQLError(e.message, {

@@ -12,7 +12,7 @@ import type { Principal } from '../core/permissions.js';
 import { expectedErrorOf } from '../db/faults.js';
 import type { ResponseLike } from './admission.js';
 import type { UpgradeHandler } from './app-server.js';
-import { errorLogLevel, graphqlRendering, isRefusal } from './errors.js';
+import { errorLogLevel, graphqlRendering, isRefusal, maskedError } from './errors.js';
 import { resultAsSent } from './graphql-plugins.js';
 
 /** How long a connection may wait before its `connection_init` (graphql-ws closes it with 4408). */
@@ -170,7 +170,7 @@ export function graphqlWebSocket(options: GraphqlWebSocketOptions): GraphqlWebSo
         principal = await verify(conn.authorization);
       } catch (e) {
         conn.operations.delete(payload);
-        return [operationError(e, logger)];
+        return [operationError(e, logger, 'checking a token failed')];
       }
       // Closed during the check: graphql-ws sends nothing more, and nothing must run.
       if (ctx.extra.socket.readyState !== WebSocket.OPEN) return [new GraphQLError('The connection closed.')];
@@ -325,26 +325,23 @@ async function settled(args: RunArgs, logger: Logger): Promise<ExecutionResult |
   try {
     return await args.rootValue();
   } catch (e) {
-    return { errors: [thrownError(new GraphQLError('Unexpected error.', { originalError: e as Error }), logger)] };
+    return { errors: [operationError(e, logger, 'an operation failed')] };
   }
 }
 
-/** An operation refused before it ran (its token, the rate limit): the error message it gets. */
-function operationError(e: unknown, logger: Logger): GraphQLError {
+/** What an operation's client gets of `e` (its token refused, its run failed): expected errors as themselves, the rest masked and logged. */
+function operationError(e: unknown, logger: Logger, what: string): GraphQLError {
   const expected = expectedErrorOf(e);
   if (expected) return expected;
-  logger.error({ err: e }, 'graphql-ws: checking a token failed');
-  return new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+  logger.error({ err: e }, `graphql-ws: ${what}`);
+  return maskedError();
 }
 
-/** The error an operation threw, unwrapped from graphql-ws's GraphQLError; anything unexpected masked. */
+/** The error an operation threw, unwrapped from graphql-ws's GraphQLError. */
 function thrownError(e: GraphQLError, logger: Logger): GraphQLError {
   if (e.originalError === undefined || e.originalError === null) return e;
   if (e.originalError instanceof GraphQLError) return e.originalError;
-  const expected = expectedErrorOf(e.originalError);
-  if (expected) return expected;
-  logger.error({ err: e.originalError }, 'graphql-ws: an operation failed');
-  return new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+  return operationError(e.originalError, logger, 'an operation failed');
 }
 
 function sentError(e: GraphQLError): GraphQLFormattedError {

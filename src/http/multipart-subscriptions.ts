@@ -1,9 +1,8 @@
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import type { Logger } from 'pino';
-import { expectedErrorOf } from '../db/faults.js';
 import { type Plugin, isAsyncIterable } from 'graphql-yoga';
 import { streamTransport } from './accept.js';
-import { errorLogLevel } from './errors.js';
+import { errorLogLevel, expectedOrMasked } from './errors.js';
 import { resultAsSent } from './graphql-plugins.js';
 
 /** Apollo's multipart subscription protocol: the boundary, and the Content-Type of the answer. */
@@ -104,5 +103,5 @@ function multipartBody(
 /** What a failing stream's last part names: an expected error as itself, anything else masked. */
 function codedError(e: unknown): GraphQLError {
   if (e instanceof GraphQLError && typeof e.extensions['code'] === 'string') return e;
-  return expectedErrorOf(e) ?? new GraphQLError('Unexpected error.', { extensions: { code: 'INTERNAL_SERVER_ERROR' } });
+  return expectedOrMasked(e);
 }
