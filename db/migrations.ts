@@ -10,6 +10,7 @@ import * as m0008 from './migrations/0008_data_cache_point.js';
 import * as m0009 from './migrations/0009_data_point_instants.js';
 import * as m0010 from './migrations/0010_data_cache_measure.js';
 import * as m0011 from './migrations/0011_data_extract_items.js';
+import * as m0012 from './migrations/0012_tenant_read_floor.js';
 
 /**
  * Every migration, by name (applied in name order). Listed statically so they load the same under tsx,
@@ -27,4 +28,5 @@ export const migrations: Record<string, Migration> = {
   '0009_data_point_instants': m0009,
   '0010_data_cache_measure': m0010,
   '0011_data_extract_items': m0011,
+  '0012_tenant_read_floor': m0012,
 };

@@ -7,6 +7,7 @@ import { migrateToLatest } from '../db/migrate.js';
 import { isDatabaseUnavailable } from '../db/faults.js';
 import { SecretBox } from '../domains/data/index.js';
 import { applyTenantFile } from '../domains/tenant-apply/index.js';
+import { recordReadFloor } from '../domains/tenant/index.js';
 import { type LogOutput, logFormat, prettyDestination } from './pretty-logs.js';
 
 // What a driver error carries of a statement's values: PGlite's parameters and query options (`params`,
@@ -103,5 +104,8 @@ export async function applyTenantFilePath(handle: DatabaseHandle, config: Config
   } catch (e) {
     throw new Error(`Cannot read tenant configuration ${path}: ${(e as Error).message}`, { cause: e });
   }
-  return applyTenantFile(handle.db, new SecretBox(handle.db, config.SECRETS_KEY), doc);
+  const applied = await applyTenantFile(handle.db, new SecretBox(handle.db, config.SECRETS_KEY), doc);
+  // Read replicas serve no request of these tenants before they have replayed the file (P153).
+  if (handle.kind === 'postgres') await recordReadFloor(handle.db, { keys: applied.tenantKeys });
+  return applied;
 }

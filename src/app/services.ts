@@ -5,12 +5,14 @@ import type { Principal, Scope } from '../core/permissions.js';
 import { TableAnalyzer } from '../db/analyze.js';
 import { EventBus } from '../db/event-bus.js';
 import type { Listen } from '../db/notifications.js';
+import { ReadReplicas } from '../db/replicas.js';
 import type { Db } from '../db/tables.js';
 import { TokenService, authenticate, requireToken } from '../domains/auth/index.js';
 import { AggregateMemory, DataCache, DataChangeFeed, LiveAggregates, SecretBox, dataContext } from '../domains/data/index.js';
 import { OutboxSender } from '../domains/portal/index.js';
 import { structureTypesCache } from '../domains/structural-entity/index.js';
 import { subjectCaches } from '../domains/subject/index.js';
+import { recordReadFloor } from '../domains/tenant/index.js';
 import { type ContextInit, createContext } from '../graphql/context.js';
 import { Admission } from '../http/admission.js';
 import { Metrics, type PoolStats } from '../http/metrics.js';
@@ -78,6 +80,24 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
   );
   metrics?.observeAdmission(admission);
 
+  // Reads on streaming replicas (P151): a query of a tenant reads from one that has replayed its writes.
+  const replicas = config.DATABASE_REPLICA_URL?.length
+    ? await ReadReplicas.open(
+        db,
+        {
+          urls: config.DATABASE_REPLICA_URL,
+          maxLagMs: config.DATABASE_REPLICA_MAX_LAG_MS,
+          probeMs: config.DATABASE_REPLICA_PROBE_MS,
+          poolSize: config.DATABASE_REPLICA_POOL_SIZE ?? config.DATABASE_POOL_SIZE,
+          statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+          connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+          preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
+        },
+        logger,
+      )
+    : undefined;
+  if (replicas) metrics?.observeReplicas(replicas);
+
   const aggregates = new AggregateMemory();
   // The instance's configuration and count caches.
   const structureTypes = structureTypesCache();
@@ -86,6 +106,11 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
     db,
     principal,
     requestId,
+    // P152: the data cache, live aggregates and subscriptions keep the primary.
+    replicas: replicas && {
+      reads: () => replicas.reads(principal.readFloor),
+      wrote: () => recordReadFloor(db, { id: principal.tenantId }),
+    },
     ...dataContext(data, aggregates),
     dataChanges,
     liveAggregates,
@@ -122,6 +147,7 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
       await outbox.close();
       await data.close();
       await bus?.close();
+      await replicas?.close();
     },
   };
 }

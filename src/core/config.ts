@@ -29,6 +29,26 @@ const envSchema = z
      * in transaction mode before 1.21, or without max_prepared_statements).
      */
     DATABASE_PREPARED_STATEMENTS: bool.default(true),
+    /**
+     * PostgreSQL only: streaming replicas (hot standbys), comma-separated postgres URLs. Read-only
+     * operations read from one that has replayed the tenant's read floor (its own writes), else from the
+     * primary; a replica further behind than DATABASE_REPLICA_MAX_LAG_MS, or unreachable, is left out.
+     * DATABASE_REPLICA_PROBE_MS: how often each instance reads each replica's replay position.
+     */
+    DATABASE_REPLICA_URL: z
+      .string()
+      .transform((v) =>
+        v
+          .split(',')
+          .map((u) => u.trim())
+          .filter((u) => u !== ''),
+      )
+      .pipe(z.array(z.string().regex(/^postgres(ql)?:\/\//, 'must be postgres:// URLs, comma-separated')))
+      .optional(),
+    /** Connections of each replica's pool (default: DATABASE_POOL_SIZE). */
+    DATABASE_REPLICA_POOL_SIZE: z.coerce.number().int().min(1).max(200).optional(),
+    DATABASE_REPLICA_MAX_LAG_MS: z.coerce.number().int().min(0).max(3_600_000).default(10_000),
+    DATABASE_REPLICA_PROBE_MS: z.coerce.number().int().min(10).max(60_000).default(250),
     /** PostgreSQL only: how long start-up waits for the database (retrying with backoff) before it gives up. */
     STARTUP_TIMEOUT_MS: z.coerce.number().int().min(0).default(120_000),
     /**
@@ -191,6 +211,11 @@ const envSchema = z
   .refine((e) => (e.AUTH_ISSUER === undefined) === (e.AUTH_JWKS_URL === undefined), {
     message: 'AUTH_ISSUER and AUTH_JWKS_URL must be set together',
     path: ['AUTH_JWKS_URL'],
+  })
+  // Replicas of the embedded database do not exist.
+  .refine((e) => !e.DATABASE_REPLICA_URL?.length || e.DATABASE_URL !== undefined, {
+    message: 'needs DATABASE_URL (the primary)',
+    path: ['DATABASE_REPLICA_URL'],
   });
 
 export type Config = z.infer<typeof envSchema> & { publicUrl: string };

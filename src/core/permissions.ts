@@ -38,6 +38,11 @@ export interface Principal {
   configVersion: string;
   /** The tenant's data version when the request began (cached TotalCounts of queries). */
   dataVersion: string;
+  /**
+   * The tenant's read floor when the request began (a pg_lsn as text): a read replica that has replayed it
+   * holds the tenant's own writes. Null: none recorded; undefined: not read (work outside a request).
+   */
+  readFloor?: string | null | undefined;
   /** When the token expires (ms since the epoch); undefined: no expiry (a token without `exp`, or no token). Ends subscriptions. */
   expiresAt?: number | undefined;
 }

@@ -72,7 +72,7 @@ function logOption(opts: Pick<DatabaseOptions, 'onQuery'>) {
  * service is compiled here, so no call site can forget it. Done while compiling, not by a plugin: a
  * plugin's transformer copies every query's whole tree first (measured: 3.5% of a list request's CPU).
  */
-class ServiceQueryCompiler extends PostgresQueryCompiler {
+export class ServiceQueryCompiler extends PostgresQueryCompiler {
   protected override visitBinaryOperation(node: BinaryOperationNode): void {
     const op = OperatorNode.is(node.operator) ? node.operator.operator : undefined;
     if ((op === 'in' || op === 'not in') && PrimitiveValueListNode.is(node.rightOperand)) {

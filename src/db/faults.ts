@@ -176,9 +176,20 @@ export function expectedErrorOf(e: unknown): AppError | undefined {
   return expected?.(e);
 }
 
-// A statement that only reads: a plain SELECT, not locking rows, not calling functions that write.
-const READ_ONLY = /^\s*select\b/i;
-const WRITES = /\b(insert|update|delete|merge|for\s+(no\s+key\s+)?update|for\s+(key\s+)?share|nextval|setval|pg_notify|pg_advisory)/i;
+// A statement that only reads: a plain SELECT (or one with CTEs), not locking rows, not calling functions
+// that write. The words as words: a column named `updated_at` writes nothing.
+const READ_ONLY = /^\s*(select|with)\b/i;
+const WRITES =
+  /\b(insert|update|delete|merge)\b|\bfor\s+(no\s+key\s+)?update\b|\bfor\s+(key\s+)?share\b|\b(nextval|setval|pg_notify|pg_advisory\w*)\s*\(/i;
+
+/**
+ * Whether a statement outside a transaction only reads, as far as its text tells: it may run again on a
+ * fresh connection, or on a read replica (one that writes through a function fails there with 25006, and
+ * runs on the primary).
+ */
+export function onlyReads(text: string): boolean {
+  return READ_ONLY.test(text) && !WRITES.test(text);
+}
 
 /**
  * How the resilient pool may run a failed statement again: 'unnamed' (its prepared form was refused
@@ -192,5 +203,5 @@ export function statementRerun(
   const retry = faultOf(e)?.retry;
   if (retry === 'statement-unnamed') return statement.named ? 'unnamed' : undefined;
   if (retry !== 'statement-if-read' || statement.inTransaction) return undefined;
-  return READ_ONLY.test(statement.text) && !WRITES.test(statement.text) ? 'fresh-connection' : undefined;
+  return onlyReads(statement.text) ? 'fresh-connection' : undefined;
 }

@@ -30,6 +30,8 @@ export interface TenantTable {
   data_version: Generated<string>;
   /** Bumped by every tenant apply: the key of cached clients and subject configuration. */
   config_version: Generated<string>;
+  /** pg_lsn: the primary's WAL position after the tenant's latest write committed (read replicas). */
+  read_floor: string | null;
 }
 
 export interface ClientTable {

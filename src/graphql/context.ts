@@ -20,6 +20,16 @@ export interface Context {
   operation: OperationKind | undefined;
   /** Hands a large page's nodes to execution a slice per turn of the event loop (P65). */
   slices: Slices;
+  /** With read replicas (P152): where a read-only operation reads, and what a write operation does once done. */
+  replicas?: ReplicaRouting | undefined;
+}
+
+/** A request's read routing: `db` is the primary until the operation is known to be a query. */
+export interface ReplicaRouting {
+  /** The database a read-only operation of this principal reads from: a replica that has its writes, or the primary. */
+  reads(): Db;
+  /** After a write operation's transactions committed, before its answer: records its tenant's read floor. */
+  wrote(): Promise<void>;
 }
 
 export type OperationKind = 'query' | 'mutation' | 'subscription';
@@ -34,9 +44,21 @@ export type ContextInit = Omit<Context, 'operation' | 'slices'>;
 
 /** Builds the context for one request (GraphQL or a REST route executing its operation `document`). */
 export function createContext(init: ContextInit, document?: DocumentNode, operationName?: string | null): Context {
-  return {
-    ...init,
-    operation: operationKind(document, operationName),
-    slices: new Slices(),
-  };
+  const ctx: Context = { ...init, operation: undefined, slices: new Slices() };
+  operationKnown(ctx, operationKind(document, operationName));
+  return ctx;
+}
+
+/**
+ * The one place that routes a request's reads (P152): a query reads from `replicas.reads()`; a mutation,
+ * a subscription (its events and live aggregates) and anything of unknown kind stay on the primary.
+ */
+export function operationKnown(ctx: Context, kind: OperationKind | undefined): void {
+  ctx.operation = kind;
+  if (kind === 'query' && ctx.replicas) ctx.db = ctx.replicas.reads();
+}
+
+/** After an operation ran, before its answer is sent: a mutation records its tenant's read floor (P152). */
+export async function operationDone(ctx: Context): Promise<void> {
+  if (ctx.operation === 'mutation') await ctx.replicas?.wrote();
 }

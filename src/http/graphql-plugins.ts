@@ -17,7 +17,7 @@ import { LRUCache } from 'lru-cache';
 import { AppError } from '../core/errors.js';
 import { graphqlRendering, isRefusal, problemAnswer, withExtensions } from './errors.js';
 import { problemResponse } from './problem.js';
-import { type Context, operationKind } from '../graphql/context.js';
+import { type Context, operationDone, operationKind, operationKnown } from '../graphql/context.js';
 import { type SharedEvent, isSharedEvent } from '../graphql/shared-events.js';
 import type { Admission, ResponseLike } from './admission.js';
 import { slicedJson } from './sliced-json.js';
@@ -235,10 +235,20 @@ export const staleDataExtension: Plugin = {
 /** Context.operation: the kind of operation that runs, for the domains that cache only in a query. */
 export const operationInContext: Plugin = {
   onExecute({ args }) {
-    (args.contextValue as unknown as Context).operation = operationKind(args.document, args.operationName);
+    const ctx = args.contextValue as unknown as Context;
+    operationKnown(ctx, operationKind(args.document, args.operationName));
+    if (ctx.operation !== 'mutation' || !ctx.replicas) return;
+    return {
+      // Before the answer (its first part) is sent: a read that follows it sees the write (P152).
+      onExecuteDone: ({ result, setResult }) =>
+        operationDone(ctx).catch((e: unknown) => {
+          // The write committed; its answer stands, with the error that it may not be read back yet.
+          if (!isAsyncIterable(result)) setResult({ ...result, errors: [...(result.errors ?? []), e as GraphQLError] });
+        }),
+    };
   },
   onSubscribe({ args }) {
-    (args.contextValue as unknown as Context).operation = operationKind(args.document, args.operationName);
+    operationKnown(args.contextValue as unknown as Context, operationKind(args.document, args.operationName));
   },
 };
 

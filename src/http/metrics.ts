@@ -23,6 +23,13 @@ export interface AdmissionState {
   snapshot(): { inFlight: number; tenants: Record<string, { inFlight: number; waiting: number }> };
 }
 
+/** Read replicas, read when scraped (src/db/replicas.ts's ReadReplicas). */
+export interface ReplicaState {
+  readonly replicas: readonly { name: string; up: boolean; lagSeconds: number }[];
+  /** Read operations by `target|reason`. */
+  readonly readCounts: ReadonlyMap<string, number>;
+}
+
 /** Live aggregate subscriptions, read when scraped. */
 export interface LiveAggregateState {
   readonly computations: Readonly<Record<'subscribe' | 'change', number>>;
@@ -375,6 +382,42 @@ export class Metrics {
   }
 
   /** The live aggregates' computations (by why) and open subscriptions and questions, read when scraped. */
+  /** Read replicas (P151): up, lag, and where read operations went; read when scraped. */
+  observeReplicas(state: ReplicaState): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'db_replica_up',
+      help: 'Read replicas: 1 when up (its last probe answered and it is a standby), else 0; reads go to the primary meanwhile.',
+      labelNames: ['replica'],
+      registers,
+      collect() {
+        for (const r of state.replicas) this.set({ replica: r.name }, r.up ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'db_replica_lag_seconds',
+      help: "Read replicas: seconds since the primary wrote the oldest WAL position the replica has not replayed (0: replayed the primary's latest), as of its last probe.",
+      labelNames: ['replica'],
+      registers,
+      collect() {
+        for (const r of state.replicas) this.set({ replica: r.name }, r.lagSeconds);
+      },
+    });
+    new Counter({
+      name: 'db_reads_total',
+      help: "Read operations by where they read (target: replica, primary) and why (replayed: the replica has the tenant's writes; behind, lagging, down: no replica fit; replica_failed: a replica statement failed and ran on the primary).",
+      labelNames: ['target', 'reason'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [key, n] of state.readCounts) {
+          const [target, reason] = key.split('|');
+          this.inc({ target: target!, reason: reason! }, n);
+        }
+      },
+    });
+  }
+
   observeLiveAggregates(state: LiveAggregateState): void {
     const registers = [this.registry];
     new Counter({

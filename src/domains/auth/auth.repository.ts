@@ -13,6 +13,7 @@ const clientByTenantKey = preparedQuery(
         'tenant.key as tenantKey',
         'tenant.config_version as configVersion',
         'tenant.data_version as dataVersion',
+        'tenant.read_floor as readFloor',
         'client.client_id as clientId',
         'client.secret_hash as secretHash',
         'client.scopes',

@@ -65,6 +65,7 @@ function principalOf(client: StoredClient, scopes: ReadonlySet<string>): Princip
     permissions: new Set(client.permissions),
     configVersion: client.configVersion,
     dataVersion: client.dataVersion,
+    readFloor: client.readFloor,
   };
 }
 

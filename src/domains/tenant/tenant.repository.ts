@@ -17,6 +17,30 @@ export async function readDataVersion(db: Db, tenantId: string): Promise<string>
   return (await db.selectFrom('tenant').select('data_version').where('id', '=', tenantId).executeTakeFirstOrThrow()).data_version;
 }
 
+/**
+ * A read floor no replica reaches, set by a tenant apply in its transaction: a request that authenticates
+ * between the apply's commit and its recordReadFloor, carrying the new config_version, reads the primary,
+ * and fills no configuration cache from a replica that lacks the apply (P153). Without a recordReadFloor
+ * (an apply while no replica was configured) the tenant reads the primary until its next write.
+ */
+const PENDING_FLOOR = 'FFFFFFFF/FFFFFFFF';
+
+/**
+ * Records the tenants' read floor: the primary's WAL position now, run on the primary after a write
+ * operation's transactions committed, so it covers their commit records. A replica that has replayed it
+ * shows the tenant its own writes. Only raised (a concurrent write that read an older position never
+ * lowers it), save from a tenant apply's pending floor.
+ */
+export async function recordReadFloor(db: Db, tenant: { id: string } | { keys: readonly string[] }): Promise<void> {
+  const now = sql<string>`pg_current_wal_lsn()`;
+  await db
+    .updateTable('tenant')
+    .set({ read_floor: now })
+    .where((eb) => ('id' in tenant ? eb('id', '=', tenant.id) : eb('key', 'in', [...tenant.keys])))
+    .where((eb) => eb.or([eb('read_floor', 'is', null), eb('read_floor', '<', now), eb('read_floor', '=', PENDING_FLOOR)]))
+    .execute();
+}
+
 /** Whether any tenant exists (the demo is applied only to an empty embedded database, D1). */
 export async function hasTenants(db: Db): Promise<boolean> {
   return (await db.selectFrom('tenant').select('id').limit(1).execute()).length > 0;
@@ -47,6 +71,7 @@ export async function applyTenant(db: Db, t: TenantPart): Promise<string> {
       name: t.name,
       matching_field_keys: t.matchingFieldKeys ?? [],
       external_id_field_key: t.externalIdFieldKey ?? null,
+      read_floor: PENDING_FLOOR,
     })
     .onConflict((oc) =>
       oc.column('key').doUpdateSet((eb) => ({
@@ -55,6 +80,7 @@ export async function applyTenant(db: Db, t: TenantPart): Promise<string> {
         ...(t.externalIdFieldKey ? { external_id_field_key: eb.ref('excluded.external_id_field_key') } : {}),
         updated_at: sql<Date>`now()`,
         config_version: sql<string>`tenant.config_version + 1`,
+        read_floor: PENDING_FLOOR,
       })),
     )
     .returning('id')

@@ -7,7 +7,7 @@ import { sendProblem } from '../problem.js';
 import { slicedJson } from '../sliced-json.js';
 import { perVariables } from '../graphql-limits.js';
 import type { Scope } from '../../core/permissions.js';
-import { type ContextInit, createContext } from '../../graphql/context.js';
+import { type ContextInit, createContext, operationDone } from '../../graphql/context.js';
 import type { Admission } from '../admission.js';
 import { bindRequest, variableCoercionError } from './binding.js';
 import { type RouteDef, pascalLocation } from './route.js';
@@ -72,6 +72,8 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
       // The database work is done: the units go back whatever the client's reading speed (P77).
       release();
     }
+    // Before the answer: a read that follows a write sees it (P152).
+    await operationDone(ctx);
     if (result.errors?.length) {
       // Variables the operation could not coerce (no execution happened): bad input, 400 (D5).
       if (!('data' in result)) throw variableCoercionError(result.errors, location);

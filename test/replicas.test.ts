@@ -1,0 +1,260 @@
+import { rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../src/app/app.js';
+import { applyTenantFilePath, openMigratedDatabase } from '../src/app/runtime.js';
+import { loadConfig } from '../src/core/config.js';
+import { createAppServer } from '../src/http/app-server.js';
+import { ApiClient, FULL_CLIENT, pool, tenantConfig } from './helpers.js';
+import { type ReplicaCluster, startReplicaCluster } from './replica-cluster.js';
+
+// Reads on a streaming replica, each tenant's own writes read back (P151, P152, P153): a primary and a hot
+// standby of this file's own, instances of the real app over them.
+
+interface Instance {
+  url: string;
+  metrics(): Promise<string>;
+  close(): Promise<void>;
+}
+
+let cluster: ReplicaCluster;
+let a: Instance;
+let b: Instance;
+
+/** An instance on the cluster: the primary as DATABASE_URL, the standby as its replica; `publicUrl`: a peer's (shared tokens). */
+async function startInstance(publicUrl?: string): Promise<Instance> {
+  const { server, serve, upgrade } = createAppServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    PUBLIC_URL: publicUrl ?? url,
+    DATA_DIR: '/nonexistent',
+    DATABASE_URL: cluster.primaryUrl,
+    DATABASE_REPLICA_URL: cluster.replicaUrl,
+    DATABASE_REPLICA_PROBE_MS: '50',
+    // Paused replay makes the replica lag for the length of a test: left in, so it is left out only by the floor.
+    DATABASE_REPLICA_MAX_LAG_MS: '600000',
+  });
+  const handle = await openMigratedDatabase(config);
+  const built = await buildApp({
+    config,
+    db: handle.db,
+    logger: pino({ level: 'silent' }),
+    listen: handle.listen,
+    poolStats: handle.poolStats,
+  });
+  serve(built.app);
+  upgrade(built.upgrade);
+  return {
+    url,
+    metrics: async () => (await fetch(`${url}/metrics`)).text(),
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await built.close();
+      await handle.close();
+    },
+  };
+}
+
+/** Applies a tenant file as `npm run tenant:apply` does (its read floor recorded, P153). */
+async function applyFile(t: Record<string, unknown>): Promise<void> {
+  const file = path.join(tmpdir(), `ssdi-replicas-${String(t['key'])}.json`);
+  await writeFile(file, JSON.stringify({ tenants: [t] }));
+  const config = loadConfig({ DATABASE_URL: cluster.primaryUrl, DATA_DIR: '/nonexistent', LOG_LEVEL: 'silent' });
+  const handle = await openMigratedDatabase(config);
+  try {
+    await applyTenantFilePath(handle, config, file);
+  } finally {
+    await handle.close();
+    await rm(file, { force: true });
+  }
+}
+
+/** A tenant from a file, and a client of it on each instance. */
+async function tenant(t = tenantConfig()): Promise<{ onA: ApiClient; onB: ApiClient }> {
+  await applyFile(t);
+  const form = new URLSearchParams({
+    grant_type: 'client_credentials',
+    tenant_key: t.key,
+    client_id: FULL_CLIENT.clientId,
+    client_secret: FULL_CLIENT.clientSecret,
+    scope: 'ServiceApi',
+  });
+  const res = await fetch(`${a.url}/connect/token`, { method: 'POST', body: form });
+  const token = ((await res.json()) as { access_token: string }).access_token;
+  return { onA: new ApiClient(a.url, token), onB: new ApiClient(b.url, token) };
+}
+
+/** A sample's value in a scrape, 0 when absent. */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)));
+  return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
+}
+
+const reads = async (i: Instance, target: string, reason: string) => sample(await i.metrics(), 'db_reads_total', { target, reason });
+
+async function until(what: string, done: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await done()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`not reached: ${what}`);
+}
+
+const UPSERT = '/api/v2/messaging/subject';
+const sv = (key: string, type: string, value: unknown) => ({ Key: key, Value: { [type]: { Value: value } } });
+const grade = (subject: any) => (subject.CustomFieldValues as any[]).find((v) => v.Field.Key === 'grade')?.Value?.ValueText;
+
+beforeAll(async () => {
+  cluster = await startReplicaCluster();
+  a = await startInstance();
+  b = await startInstance(a.url);
+});
+
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+  await cluster?.close();
+});
+
+describe('read replicas (P151, P152)', () => {
+  it('reads of a tenant whose writes the replica holds go to the replica', async () => {
+    const { onA } = await tenant();
+    await cluster.caughtUp();
+    const before = await reads(a, 'replica', 'replayed');
+    for (let i = 0; i < 5; i++) {
+      const r = await onA.get('/api/v2/subject?First=10');
+      expect(r.status).toBe(200);
+      const g = await onA.gql('{ subjects(first: 10) { totalCount } }');
+      expect(g.body.errors).toBeUndefined();
+    }
+    expect(await reads(a, 'replica', 'replayed')).toBeGreaterThanOrEqual(before + 10);
+    const text = await a.metrics();
+    expect(sample(text, 'db_replica_up', { replica: new URL(cluster.replicaUrl).host })).toBe(1);
+    // The service's sessions on the standby (application_name 'ssdi').
+    const standby = new pg.Client({ connectionString: cluster.replicaUrl });
+    await standby.connect();
+    const { rows } = await standby.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'ssdi'`);
+    await standby.end();
+    expect(rows[0].n).toBeGreaterThan(0);
+  });
+
+  it('with replay paused, a write is read back at once, every time: REST, GraphQL, and on another instance', async () => {
+    const { onA, onB } = await tenant();
+    await cluster.caughtUp();
+    const created = await onA.post(UPSERT, {
+      CustomFieldValues: [sv('employeeNumber', 'String', 'R-1'), sv('fullName', 'String', 'Rae Plica')],
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.internalId as string;
+    const behind = await reads(a, 'primary', 'behind');
+    await cluster.pauseReplay();
+    try {
+      for (let round = 1; round <= 30; round++) {
+        // REST: POST (upsert) then GET, on the same instance and on the other one.
+        const up = await onA.post(UPSERT, { CustomFieldValues: [sv('employeeNumber', 'String', 'R-1'), sv('grade', 'Integer', round)] });
+        expect(up.status).toBe(200);
+        const [here, there] = await Promise.all([onA.get(`/api/v2/subject/${id}`), onB.get(`/api/v2/subject/${id}`)]);
+        expect([grade(here.body), grade(there.body)], `round ${round}`).toEqual([String(round), String(round)]);
+        // GraphQL: a mutation then a query.
+        const m = await onB.gql('mutation($input: UpsertSubjectInput!) { upsertSubject(input: $input) { created } }', {
+          input: {
+            customFieldValues: [
+              { key: 'employeeNumber', value: { String: { value: 'R-1' } } },
+              { key: 'grade', value: { Integer: { value: 1000 + round } } },
+            ],
+          },
+        });
+        expect(m.body.errors).toBeUndefined();
+        const q = await onA.gql('query($id: ID!) { subject(id: $id) { customFieldValues { field { key } values { valueText } } } }', {
+          id,
+        });
+        const value = q.body.data.subject.customFieldValues.find((v: any) => v.field.key === 'grade').values[0].valueText;
+        expect(value, `round ${round}`).toBe(String(1000 + round));
+      }
+      // They were read back because the primary served them: the replica had not replayed the writes.
+      expect(await reads(a, 'primary', 'behind')).toBeGreaterThanOrEqual(behind + 60);
+      await until('the lag shows', async () => sample(await a.metrics(), 'db_replica_lag_seconds') > 0);
+    } finally {
+      await cluster.resumeReplay();
+    }
+    await cluster.caughtUp();
+    // Caught up: its reads go to the replica again, and the lag is 0.
+    await until('reads back on the replica', async () => {
+      const before = await reads(a, 'replica', 'replayed');
+      await onA.get(`/api/v2/subject/${id}`);
+      return (await reads(a, 'replica', 'replayed')) > before;
+    });
+    await until('no lag', async () => sample(await a.metrics(), 'db_replica_lag_seconds') === 0);
+  });
+
+  it('a tenant file applied while replay is paused is served at once (P153)', async () => {
+    const t = tenantConfig();
+    const { onA, onB } = await tenant(t);
+    await cluster.caughtUp();
+    // Each instance has cached the configuration under its version.
+    for (const api of [onA, onB]) expect((await api.get('/api/v1/structuralEntity/acme')).status).toBe(404);
+    await cluster.pauseReplay();
+    try {
+      await applyFile({ ...t, structuralEntities: [{ key: 'acme', displayName: 'Acme', structureTypeKey: 'company' }] });
+      // No write of the API in between: the apply recorded the floor.
+      for (const api of [onA, onB]) {
+        const r = await api.get('/api/v1/structuralEntity/acme');
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+      }
+    } finally {
+      await cluster.resumeReplay();
+    }
+  });
+
+  it("a replica's loss costs no request: reads carry on from the primary, and return once it is back", async () => {
+    const { onA } = await tenant();
+    await cluster.caughtUp();
+    const created = await onA.post(UPSERT, {
+      CustomFieldValues: [sv('employeeNumber', 'String', 'L-1'), sv('fullName', 'String', 'Lo Ad')],
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.internalId as string;
+    const failures: string[] = [];
+    let load = true;
+    let served = 0;
+    const worker = async () => {
+      while (load) {
+        const [r, g] = await Promise.all([
+          onA.get(`/api/v2/subject/${id}`),
+          onA.gql('query($id: ID!) { subject(id: $id) { externalId } }', { id }),
+        ]);
+        if (r.status !== 200) failures.push(`GET ${r.status} ${JSON.stringify(r.body)}`);
+        if (g.status !== 200 || g.body.errors) failures.push(`GraphQL ${g.status} ${JSON.stringify(g.body)}`);
+        served += 2;
+      }
+    };
+    const workers = pool([1, 2, 3, 4], 4, worker);
+    try {
+      await until('load under way', async () => served > 20);
+      await cluster.stopReplica();
+      await until('the replica down in /metrics', async () => sample(await a.metrics(), 'db_replica_up') === 0);
+      const whileDown = served;
+      await until('reads served from the primary meanwhile', async () => served > whileDown + 20);
+      expect(await reads(a, 'primary', 'down')).toBeGreaterThan(0);
+      await cluster.startReplica();
+      await cluster.caughtUp();
+      await until('the replica up again', async () => sample(await a.metrics(), 'db_replica_up') === 1);
+      const back = await reads(a, 'replica', 'replayed');
+      await until('reads back on the replica', async () => (await reads(a, 'replica', 'replayed')) > back + 10);
+    } finally {
+      load = false;
+      await workers;
+    }
+    expect(failures).toEqual([]);
+  });
+});
