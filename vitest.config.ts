@@ -8,6 +8,7 @@ const POSTGRES_ONLY = [
   'test/fault-table-postgres.test.ts',
   'test/prepared-statements.test.ts',
   'test/hardening-plans.test.ts',
+  'test/pgbouncer.test.ts',
   'test/replicas.test.ts',
 ];
 

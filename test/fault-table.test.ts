@@ -55,6 +55,8 @@ const CASES: { name: FaultName; status?: number; errors: unknown[] }[] = [
       new Error('Connection terminated unexpectedly'),
       new Error('Connection terminated'),
       new Error('Client has encountered a connection error and is not queryable'),
+      // PgBouncer 1.18: the server connection died under the client's transaction.
+      pgError({ code: '08P01', severity: 'FATAL', message: 'server conn crashed?' }),
     ],
   },
   {
@@ -75,6 +77,16 @@ const CASES: { name: FaultName; status?: number; errors: unknown[] }[] = [
       new Error('PGlite instance is already closed.'),
       new Error('PGlite is closing'),
       new Error('PGlite is closed'),
+      // PgBouncer 1.18's refusals, as it sends them (test/pgbouncer.test.ts meets them on a real one).
+      ...[
+        'query_wait_timeout',
+        'no more connections allowed (max_client_conn)',
+        'server login has been failing, try again later (server_login_retry)',
+        'pgbouncer cannot connect to server',
+        // PostgreSQL's refusal of PgBouncer's login, passed on under 08P01.
+        'the database system is shutting down',
+        'sorry, too many clients already',
+      ].map((message) => pgError({ code: '08P01', severity: 'FATAL', message })),
       // `localhost` refused on both of its addresses.
       new AggregateError([socketError('ECONNREFUSED'), socketError('ECONNREFUSED')]),
     ],
@@ -161,6 +173,9 @@ describe('the fault table', () => {
       ...both({ code: 'XX000', message: 'internal error' }),
       ...both({ code: '42P01', message: 'relation "x" does not exist' }),
       pgError({ code: '0A000', message: 'cannot use subquery in index predicate', routine: 'transformSubLink' }),
+      // A protocol violation of PostgreSQL's own is a bug, not an unavailable pooler; nor is a login PgBouncer passes on for a missing database.
+      pgError({ code: '08P01', message: 'bind message supplies 1 parameters, but prepared statement "" requires 2' }),
+      pgError({ code: '08P01', severity: 'FATAL', message: 'database "nosuchdb" does not exist' }),
       new AggregateError([socketError('ECONNREFUSED'), new Error('boom')]),
       new AggregateError([]),
       null,

@@ -30,6 +30,17 @@ const envSchema = z
      */
     DATABASE_PREPARED_STATEMENTS: bool.default(true),
     /**
+     * PostgreSQL only: `transaction` when DATABASE_URL is a pooler in transaction mode (PgBouncer): the
+     * pooled connections then carry no session state (no prepared statements, no startup options; the
+     * session settings are the role's, P148) and LISTEN runs on DATABASE_LISTEN_URL.
+     */
+    DATABASE_POOLER: z.enum(['none', 'transaction']).default('none'),
+    /** PostgreSQL only: a direct (session) connection to the primary for LISTEN; default DATABASE_URL. */
+    DATABASE_LISTEN_URL: z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+      .optional(),
+    /**
      * PostgreSQL only: streaming replicas (hot standbys), comma-separated postgres URLs. Read-only
      * operations read from one that has replayed the tenant's read floor (its own writes), else from the
      * primary; a replica further behind than DATABASE_REPLICA_MAX_LAG_MS, or unreachable, is left out.
@@ -207,6 +218,15 @@ const envSchema = z
       .default(3_600_000),
     /** How often a sender looks for due invitations without being woken (retries, other instances' rows). */
     MAIL_POLL_MS: z.coerce.number().int().min(10).max(3_600_000).default(5_000),
+  })
+  .refine((e) => e.DATABASE_POOLER === 'none' || e.DATABASE_URL !== undefined, {
+    message: 'transaction needs DATABASE_URL (the pooler)',
+    path: ['DATABASE_POOLER'],
+  })
+  // A pooler in transaction mode hands a connection to other clients after each transaction: LISTEN would be lost.
+  .refine((e) => e.DATABASE_POOLER === 'none' || e.DATABASE_LISTEN_URL !== undefined, {
+    message: 'required with DATABASE_POOLER=transaction: a direct connection to PostgreSQL for LISTEN (not through the pooler)',
+    path: ['DATABASE_LISTEN_URL'],
   })
   .refine((e) => (e.AUTH_ISSUER === undefined) === (e.AUTH_JWKS_URL === undefined), {
     message: 'AUTH_ISSUER and AUTH_JWKS_URL must be set together',

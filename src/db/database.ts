@@ -46,6 +46,13 @@ export interface DatabaseOptions {
   statementTimeoutMs?: number | undefined;
   /** PostgreSQL: run the statements marked by `namedStatement` as named, prepared ones (P71); default true. */
   preparedStatements?: boolean | undefined;
+  /**
+   * PostgreSQL: `transaction` when `databaseUrl` is a pooler in transaction mode: no named statements and
+   * no startup options (the session settings are the role's: settleRoleSettings in pooler.ts).
+   */
+  pooler?: 'none' | 'transaction' | undefined;
+  /** PostgreSQL: the direct connection LISTEN runs on; default `databaseUrl`. */
+  listenUrl?: string | undefined;
   /** PostgreSQL: how long a checkout waits for a pool connection, or a new connection to open (then 503). */
   connectTimeoutMs?: number | undefined;
   /** A pooled connection failed (server restart, terminated backend), idle or in use; the pool replaces it. */
@@ -283,12 +290,14 @@ function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
 export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandle> {
   if (opts.databaseUrl) {
     const timeout = opts.statementTimeoutMs ? ` -c statement_timeout=${Math.floor(opts.statementTimeoutMs)}` : '';
+    // PgBouncer refuses startup options, and a session's prepared statements are not the next transaction's.
+    const pooled = opts.pooler === 'transaction';
     const pool = new pg.Pool({
       connectionString: opts.databaseUrl,
       // Named, so operators (and the fault tests) can find the service's sessions in pg_stat_activity.
       application_name: 'ssdi',
       max: opts.poolSize ?? 10,
-      options: `-c ${SEARCH_THRESHOLD}${timeout}`,
+      ...(pooled ? {} : { options: `-c ${SEARCH_THRESHOLD}${timeout}` }),
       // Without a bound, a checkout waits forever for a pool that cannot connect: the request must fail (503).
       connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
       keepAlive: true,
@@ -300,10 +309,10 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     pool.on('connect', (client) => client.on('error', () => {}));
     pool.on('error', (e) => opts.onPoolError?.(e));
     const db = new Kysely<Database>({
-      dialect: new ServiceDialect({ pool: resilient(pool, opts.preparedStatements ?? true) }),
+      dialect: new ServiceDialect({ pool: resilient(pool, !pooled && (opts.preparedStatements ?? true)) }),
       ...logOption(opts),
     });
-    const url = opts.databaseUrl;
+    const url = opts.listenUrl ?? opts.databaseUrl;
     return {
       db,
       kind: 'postgres',
@@ -386,7 +395,8 @@ function isRunning(pid: number): boolean {
 }
 
 // D7 search: `term <% text` (word_similarity >= this) is what the trigram GIN index can answer.
-const SEARCH_THRESHOLD = 'pg_trgm.word_similarity_threshold=0.3';
+export const SEARCH_SIMILARITY = 0.3;
+const SEARCH_THRESHOLD = `pg_trgm.word_similarity_threshold=${SEARCH_SIMILARITY}`;
 
 /** How long the embedded database's statements may hold one turn of the event loop (P67). */
 export const TURN_BUDGET_MS = 4;

@@ -44,7 +44,7 @@ interface FaultClass {
   retry: RetryClass;
   /** SQLSTATEs or Node error codes. */
   codes?: readonly string[];
-  /** Message prefixes of pg / pg-pool errors that carry no code. */
+  /** Message prefixes of pg / pg-pool errors that carry no code, or one no entry claims (PgBouncer's 08P01). */
   messages?: readonly string[];
   /** A narrower test once a code matched. */
   when?: (e: DriverError) => boolean;
@@ -56,18 +56,24 @@ const unavailable = (e: unknown) => new ServiceUnavailableError(undefined, e);
 
 /** The table, matched in order (a connection lost is also an unavailable database: the first entry wins). */
 export const FAULTS = {
-  /** The connection a statement ran on died under it: a terminated backend (57P01), a crash (57P02), a cut socket. */
+  /**
+   * The connection a statement ran on died under it: a terminated backend (57P01), a crash (57P02), a cut
+   * socket (a pooler stopped), or PgBouncer's server connection lost under a client's transaction.
+   */
   'connection-lost': {
     answer: 'unavailable',
     retry: 'statement-if-read',
     codes: ['57P01', '57P02', 'ECONNRESET', 'EPIPE'],
-    messages: ['Connection terminated', 'Client has encountered a connection error and is not queryable'],
+    messages: ['Connection terminated', 'Client has encountered a connection error and is not queryable', 'server conn crashed?'],
     expected: unavailable,
   },
   /**
    * The database is away: class 08 connection exceptions, starting up (57P03), too many connections
-   * (53300), socket errors, no pool connection in time, a pool or client already closed, and a statement
-   * racing the database's close at shutdown: Kysely's driver destroyed, PGlite closing or closed.
+   * (53300), socket errors, no pool connection in time, a pool or client already closed, a statement
+   * racing the database's close at shutdown (Kysely's driver destroyed, PGlite closing or closed), and
+   * PgBouncer's own refusals (all 08P01, told by their words, as a real protocol violation is a bug): no
+   * server connection free within query_wait_timeout, max_client_conn reached, PostgreSQL not reachable
+   * (server_login_retry, fast fail), or PostgreSQL refusing PgBouncer's login while it starts or stops.
    */
   unavailable: {
     answer: 'unavailable',
@@ -85,6 +91,12 @@ export const FAULTS = {
       'PGlite instance is already closed',
       'PGlite is closing',
       'PGlite is closed',
+      'query_wait_timeout',
+      'no more connections allowed',
+      'server login has been failing',
+      'pgbouncer cannot connect to server',
+      'the database system is ',
+      'sorry, too many clients already',
     ],
     expected: unavailable,
   },

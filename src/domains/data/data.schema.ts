@@ -111,9 +111,8 @@ function pointLoader(ctx: Context, extract: ExtractWithSource) {
 
 /** The extract by key, or NOT_FOUND (an unknown key answers as one of another tenant, D2). */
 async function extractByKey(ctx: Context, key: string): Promise<ExtractWithSource> {
-  const found = await DataExtractRef.getDataloader(ctx)
-    .load(key)
-    .catch(() => undefined);
+  // A missing key loads as null; a failure (the database away) is its own answer, not NOT_FOUND.
+  const found = await DataExtractRef.getDataloader(ctx).load(key);
   if (!found) throw new NotFoundError(`No data extract has the key '${key}'.`);
   return found as ExtractWithSource;
 }

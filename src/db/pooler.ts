@@ -1,0 +1,93 @@
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { SEARCH_SIMILARITY } from './database.js';
+import type { Db } from './tables.js';
+
+/** The outcome of settleRoleSettings: what the operator must still do, if anything. */
+export type RoleSettingsOutcome = { ok: true; altered: boolean } | { ok: false; warning: string };
+
+/**
+ * Behind a pooler in transaction mode (P148) a server connection is the next client's after each
+ * transaction, and PgBouncer refuses startup options: the two session settings every statement needs
+ * (D7's search threshold, the statement time limit) become the role's defaults in this database
+ * (`ALTER ROLE CURRENT_USER IN DATABASE … SET`), which PostgreSQL applies to every session it opens
+ * for the role afterwards, PgBouncer's included. Set over `directUrl` (not through the pooler), and only
+ * when they differ, so instances starting together write the catalog once; then a statement through the
+ * pool checks what a server connection sees. A server connection PgBouncer opened before the settings
+ * keeps its old ones until it is closed (server_lifetime), and a role that may not alter itself cannot
+ * set them: both are warnings naming what the operator must do, not start-up failures.
+ * Throws (the driver's error as `cause`) when the database cannot be reached.
+ */
+export async function settleRoleSettings(opts: {
+  directUrl: string;
+  pooled: Db;
+  statementTimeoutMs: number;
+  connectTimeoutMs?: number;
+}): Promise<RoleSettingsOutcome> {
+  const wanted = { statement_timeout: Math.floor(opts.statementTimeoutMs), 'pg_trgm.word_similarity_threshold': SEARCH_SIMILARITY };
+  const pool = new pg.Pool({
+    connectionString: opts.directUrl,
+    application_name: 'ssdi-setup',
+    max: 1,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
+  });
+  pool.on('error', () => {});
+  const direct = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
+  let altered = false;
+  let refused: string | undefined;
+  try {
+    const { rows } = await sql<{ database: string; settings: string[] | null }>`
+      SELECT current_database() AS database,
+        (SELECT setconfig FROM pg_db_role_setting
+          WHERE setrole = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+            AND setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())) AS settings`.execute(direct);
+    const { database, settings } = rows[0]!;
+    const missing = Object.entries(wanted).filter(([name, value]) => !settings?.includes(`${name}=${value}`));
+    if (missing.length > 0) {
+      const set = missing.map(([name, value]) => `${name} = ${value}`).join(', ');
+      try {
+        await direct.transaction().execute(async (trx) => {
+          // Loaded first, so the threshold is a known setting, checked as any other, not a placeholder.
+          await sql`SELECT word_similarity('', '')`.execute(trx);
+          for (const [name, value] of missing) {
+            await sql`ALTER ROLE CURRENT_USER IN DATABASE ${sql.id(database)} SET ${sql.id(...name.split('.'))} = ${sql.lit(value)}`.execute(
+              trx,
+            );
+          }
+        });
+        altered = true;
+      } catch (e) {
+        if ((e as { code?: string }).code !== '42501') throw e;
+        // Set some other way (an administrator's ALTER ROLE, PgBouncer's connect_query) is as good: the check below tells.
+        refused =
+          `this role may not set its own defaults (${(e as Error).message}): have an administrator run ` +
+          `ALTER ROLE <role> IN DATABASE ${database} SET … for ${set}, or set them in PgBouncer's connect_query`;
+      }
+    }
+  } catch (e) {
+    throw new Error(`Setting the role's session defaults failed: ${(e as Error).message}`, { cause: e });
+  } finally {
+    await direct.destroy();
+  }
+  const seen = await sql<{ timeout: string; threshold: string | null }>`
+    SELECT (SELECT setting FROM pg_settings WHERE name = 'statement_timeout') AS timeout,
+      current_setting('pg_trgm.word_similarity_threshold', true) AS threshold`
+    .execute(opts.pooled)
+    .catch((e: unknown) => {
+      throw new Error(`Checking the session settings through the pooler failed: ${(e as Error).message}`, { cause: e });
+    });
+  const { timeout, threshold } = seen.rows[0]!;
+  if (Number(timeout) !== wanted.statement_timeout || Number(threshold) !== SEARCH_SIMILARITY) {
+    return {
+      ok: false,
+      warning:
+        `DATABASE_POOLER=transaction: a pooled server connection runs with statement_timeout = ${timeout} ms and ` +
+        `pg_trgm.word_similarity_threshold = ${threshold ?? 'unset'}, not ${wanted.statement_timeout} and ${SEARCH_SIMILARITY}` +
+        (refused
+          ? `: ${refused}`
+          : `: it was opened before the role's defaults were set; run RECONNECT on PgBouncer's console (or wait server_lifetime)`) +
+        `. Until then searches miss matches (D7) and statements are not time-limited as configured.`,
+    };
+  }
+  return { ok: true, altered };
+}
