@@ -241,6 +241,7 @@ describe('read replicas (P151, P152)', () => {
     const workers = pool([1, 2, 3, 4], 4, worker);
     try {
       await until('load under way', async () => served > 20);
+      // P154: statements cut under way run again on the primary; the probe then marks the replica down.
       await cluster.stopReplica();
       await until('the replica down in /metrics', async () => sample(await a.metrics(), 'db_replica_up') === 0);
       const whileDown = served;
