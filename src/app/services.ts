@@ -92,6 +92,8 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
           statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
           connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
           preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
+          // Replicas behind PgBouncer too: the primary's session settings are the role's, which replicate.
+          pooler: config.DATABASE_POOLER,
         },
         logger,
       )
