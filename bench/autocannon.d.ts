@@ -15,7 +15,8 @@ declare module 'autocannon' {
       onResponse?: (status: number, body: string, context: Record<string, unknown>, headers: Record<string, string>) => void;
     }
     interface Options {
-      url: string;
+      /** Several: connection i goes to url[i % n]. */
+      url: string | string[];
       connections?: number;
       duration?: number;
       amount?: number;

@@ -13,6 +13,8 @@ import { LEVELS, entityKey, sentSubjectValues } from './tenant-data.js';
 /** What one load run does (written by load.ts). */
 export interface LoadSpec {
   url: string;
+  /** Several servers: autocannon's connections go to them in turn (connection i to urls[i % n]); not for `overallRate`. */
+  urls?: string[];
   method: 'GET' | 'POST';
   path: string;
   headers: Record<string, string>;
@@ -103,7 +105,7 @@ const times: number[] = [];
 async function run(durationSec: number, measured: boolean, amount?: number): Promise<autocannon.Result> {
   counting = measured;
   const opts: autocannon.Options = {
-    url: spec.url,
+    url: spec.urls ?? spec.url,
     connections: spec.connections,
     duration: durationSec,
     requests: [requestOptions()],

@@ -274,8 +274,11 @@ export function resetPeakRss(pid: number): void {
   }
 }
 
-/** Pins every thread of this process to `core` (the harness runs the provider and waits beside the load generator). */
-export async function pinSelf(core: number): Promise<void> {
+/**
+ * Pins every thread of this process to `core` (the harness runs the provider and waits beside the load
+ * generator); a string is taskset's list (`0-1`: every core of two). Children started later inherit it.
+ */
+export async function pinSelf(core: number | string): Promise<void> {
   const child = spawn('taskset', ['-a', '-p', '-c', String(core), String(process.pid)], { stdio: 'ignore' });
   await new Promise<void>((resolve) => child.once('exit', () => resolve()));
 }

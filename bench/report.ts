@@ -8,6 +8,7 @@ import path from 'node:path';
 import type { LoadResult } from './load.js';
 import type { DashboardsResult } from './dashboards.js';
 import type { NoisyNeighbourResult } from './noisy-neighbour.js';
+import type { ScaleOutResult } from './scale-out.js';
 import type { Collections } from './service.js';
 
 export interface Measured extends LoadResult {
@@ -129,6 +130,12 @@ export interface BenchReport {
   dashboards?: DashboardsResult;
   /** Why the dashboards scenario has no numbers, when it failed. */
   dashboardsError?: string;
+  /** The scale-out scenario (issue 34: instances behind PgBouncer; its own database), PostgreSQL only. */
+  scaleOut?: ScaleOutResult;
+  /** Why the scale-out scenario did not run (PGlite, PgBouncer not installed). */
+  scaleOutSkipped?: string;
+  /** Why the scale-out scenario has no numbers, when it failed. */
+  scaleOutError?: string;
   /** PostGraphile 5 on the same database, the same lists (issue 19; bench/peer.ts). */
   peers?: PeersReport;
   /** Why the peer did not run (PGlite, bench/peers not installed). */

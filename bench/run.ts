@@ -12,7 +12,8 @@
  * 4. The service runs as `npm start` runs it (package.json's scripts.start; `npm run build` first, at
  *    the start of the bench, when that runs dist/), pinned to core 0.
  * 5. The noisy-neighbour scenario (noisy-neighbour.ts) on a database of its own, then the dashboards
- *    scenario (dashboards.ts: aggregates warm and cold, 1,000 subscriptions) on another.
+ *    scenario (dashboards.ts: aggregates warm and cold, 1,000 subscriptions) on another, then on PostgreSQL
+ *    the scale-out scenario (scale-out.ts: 3 instances behind PgBouncer beside 1 without and 1 behind it).
  * 6. The tables are printed and the numbers written to bench/results/<date>[-<BENCH_LABEL>]-<db>.json.
  *
  * `--peers` (`npm run bench:peers`): only the list scenarios (LIST_SCENARIOS) for B0, B1, PostGraphile and
@@ -22,7 +23,8 @@
  * (3 s), BENCH_CONNECTIONS (32), BENCH_LABEL, BENCH_PROVIDER_LATENCY_MS (20), BENCH_EXPLAIN (print the
  * plans of B1's statements after the capture, then stop), BENCH_KEEP (keep the work dir: logs, specs),
  * DATABASE_URL; noisy-neighbour.ts's BENCH_NOISY_* (BENCH_NOISY_SKIP: leave it out); dashboards.ts's
- * BENCH_DASHBOARDS_* (BENCH_DASHBOARDS_SKIP: leave it out).
+ * BENCH_DASHBOARDS_* (BENCH_DASHBOARDS_SKIP: leave it out); scale-out.ts's BENCH_SCALEOUT_* (BENCH_SCALEOUT_SKIP:
+ * leave it out).
  */
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -34,6 +36,7 @@ import { createReferenceProvider } from '../src/provider/reference-provider.js';
 import type { BaselineSpec } from './baseline-server.js';
 import { type CapturedScenario, Recorder, capturePhase } from './capture.js';
 import type { DashboardsResult } from './dashboards.js';
+import type { ScaleOutResult } from './scale-out.js';
 import { type LoadSpec, runLoad } from './load.js';
 import { type NoisyNeighbourResult, noisyMarkdown, runNoisyNeighbour } from './noisy-neighbour.js';
 import { peerUnavailable, runPeer } from './peer.js';
@@ -90,6 +93,7 @@ const LABEL = process.env['BENCH_LABEL'] || undefined;
 const EXPLAIN = Boolean(process.env['BENCH_EXPLAIN']);
 const NOISY_SKIP = Boolean(process.env['BENCH_NOISY_SKIP']);
 const DASHBOARDS_SKIP = Boolean(process.env['BENCH_DASHBOARDS_SKIP']);
+const SCALEOUT_SKIP = Boolean(process.env['BENCH_SCALEOUT_SKIP']);
 /** `npm run bench:peers`: the list scenarios only, for B0, B1, the service and PostGraphile. */
 const PEERS_ONLY = process.argv.includes('--peers');
 
@@ -435,6 +439,25 @@ async function main() {
       log(`dashboards failed: ${dashboardsError}`);
     }
   }
+  // Scale-out (issue 34): PostgreSQL only; its failure leaves the rest standing. Imported here as dashboards.
+  let scaleOut: ScaleOutResult | undefined;
+  let scaleOutMarkdown: ((r: ScaleOutResult) => string) | undefined;
+  let scaleOutSkipped: string | undefined;
+  let scaleOutError: string | undefined;
+  if (!SCALEOUT_SKIP && !PEERS_ONLY) {
+    try {
+      const scenario = await import('./scale-out.js');
+      scaleOutMarkdown = scenario.scaleOutMarkdown;
+      const databaseUrl = process.env['DATABASE_URL'];
+      scaleOutSkipped = await scenario.scaleOutUnavailable(databaseUrl);
+      if (scaleOutSkipped) log(`\nscale-out: skipped: ${scaleOutSkipped}`);
+      else scaleOut = await scenario.runScaleOut({ start, workDir, databaseUrl: databaseUrl!, log });
+    } catch (e) {
+      if (stoppingSignal()) throw e;
+      scaleOutError = e instanceof Error ? e.message : String(e);
+      log(`scale-out failed: ${scaleOutError}`);
+    }
+  }
 
   // 6. Report.
   const list = [...results.values()];
@@ -462,6 +485,9 @@ async function main() {
     ...(noisyNeighbourError ? { noisyNeighbourError } : {}),
     ...(dashboards ? { dashboards } : {}),
     ...(dashboardsError ? { dashboardsError } : {}),
+    ...(scaleOut ? { scaleOut } : {}),
+    ...(scaleOutSkipped ? { scaleOutSkipped } : {}),
+    ...(scaleOutError ? { scaleOutError } : {}),
     ...(peers ? { peers } : {}),
     ...(peersSkipped ? { peersSkipped } : {}),
     ...(peersError ? { peersError } : {}),
@@ -478,7 +504,14 @@ async function main() {
       ? `\n\n${dashboardsMarkdown(dashboards)}`
       : dashboardsError
         ? `\n\nDashboards: failed: ${dashboardsError}`
-        : '');
+        : '') +
+    (scaleOut && scaleOutMarkdown
+      ? `\n\n${scaleOutMarkdown(scaleOut)}`
+      : scaleOutError
+        ? `\n\nScale-out: failed: ${scaleOutError}`
+        : scaleOutSkipped
+          ? `\n\nScale-out: skipped: ${scaleOutSkipped}`
+          : '');
   console.log(`\n${table}\n`);
   const file = await writeReport(path.join(REPO, 'bench/results'), { ...base, markdown: table }, PEERS_ONLY ? 'peers' : undefined);
   log(`written: ${path.relative(process.cwd(), file)} (${base.runtimeSeconds} s)`);

@@ -98,9 +98,14 @@ export interface RunningService {
 /**
  * Starts the service with `start` (see `startCommand`) through `sh -c`, pinned to SERVER_CORE, on the
  * bench database, with PORT, HOST, NODE_ENV=production, LOG_LEVEL=warn and nothing else from the
- * caller's environment (so every other setting is the service's default); resolves once /readyz answers.
+ * caller's environment (so every other setting is the service's default) but `opts.env`; resolves once
+ * /readyz answers.
  */
-export async function startService(start: string, db: BenchDatabase, opts: { name: string; logFile: string }): Promise<RunningService> {
+export async function startService(
+  start: string,
+  db: BenchDatabase,
+  opts: { name: string; logFile: string; env?: NodeJS.ProcessEnv },
+): Promise<RunningService> {
   const port = await freePort();
   const env: NodeJS.ProcessEnv = {
     ...baseEnv(),
@@ -109,6 +114,7 @@ export async function startService(start: string, db: BenchDatabase, opts: { nam
     NODE_ENV: 'production',
     LOG_LEVEL: 'warn',
     ...(db.databaseUrl ? { DATABASE_URL: db.databaseUrl } : { DATA_DIR: db.dataDir }),
+    ...opts.env,
   };
   const proc = spawnPinned(opts.name, SERVER_CORE, ['sh', '-c', start], { cwd: REPO, env, logFile: opts.logFile });
   const url = `http://127.0.0.1:${port}`;
