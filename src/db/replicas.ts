@@ -6,7 +6,6 @@ import {
   PostgresAdapter,
   PostgresIntrospector,
   type QueryResult,
-  type RawBuilder,
   type TransactionSettings,
   sql,
 } from 'kysely';
@@ -168,7 +167,7 @@ export class ReadReplicas {
     const limit = Math.max(4 * this.#opts.probeMs, 1000);
     let primaryAt: bigint;
     try {
-      primaryAt = parseLsn(await position(this.#primary, sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`, limit));
+      primaryAt = parseLsn((await within(position(this.#primary, 'pg_current_wal_lsn()'), limit))!);
     } catch {
       return;
     }
@@ -179,11 +178,13 @@ export class ReadReplicas {
     while (this.#history.length > 1 && this.#history[0]!.at < keep) this.#history.shift();
     await Promise.all(
       this.#replicas.map(async (r) => {
-        // One probe at a time: one still waiting on a hung replica keeps it down.
+        // One probe at a time: a statement still waiting on a hung replica keeps it down.
         if (r.probing) return this.#down(r, 'its probe has not answered');
         r.probing = true;
+        const probe = position(r.handle.db, 'pg_last_wal_replay_lsn()');
+        void probe.catch(() => {}).finally(() => (r.probing = false));
         try {
-          const lsn = await position(r.handle.db, sql<{ lsn: string }>`select pg_last_wal_replay_lsn()::text as lsn`, limit);
+          const lsn = await within(probe, limit);
           // NULL: not in recovery (a promoted standby, or not a standby at all): not a replica of this primary.
           if (lsn === null) return this.#down(r, 'it is not a standby');
           r.replayed = parseLsn(lsn);
@@ -192,16 +193,20 @@ export class ReadReplicas {
           r.up = true;
         } catch (e) {
           this.#down(r, (e as Error).message);
-        } finally {
-          r.probing = false;
         }
       }),
     );
   }
 
   #lag(replayed: bigint, now: number): number {
-    const first = this.#history.find((s) => s.lsn > replayed);
-    return first ? (now - first.at) / 1000 : 0;
+    const h = this.#history;
+    const i = h.findIndex((s) => s.lsn > replayed);
+    if (i === -1) return 0;
+    if (i > 0) return (now - h[i]!.at) / 1000;
+    // Behind every kept position: at least as old as the history, and undatable while it is shorter than
+    // the bound (just started): not served from until a probe dates it.
+    const age = now - h[0]!.at;
+    return age >= this.#opts.maxLagMs ? age / 1000 : Infinity;
   }
 
   #down(r: Replica, why: string): void {
@@ -248,14 +253,18 @@ export class ReadReplicas {
   }
 }
 
-/** One position, or a failure once `limitMs` passed. */
-async function position(db: Db, query: RawBuilder<{ lsn: string }>, limitMs: number): Promise<string> {
+async function position(db: Db, fn: 'pg_current_wal_lsn()' | 'pg_last_wal_replay_lsn()'): Promise<string | null> {
+  return (await sql<{ lsn: string | null }>`select ${sql.raw(fn)}::text as lsn`.execute(db)).rows[0]!.lsn;
+}
+
+/** `p`, or a failure once `limitMs` passed. */
+async function within<T>(p: Promise<T>, limitMs: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${limitMs} ms`)), limitMs);
   });
   try {
-    return (await Promise.race([query.execute(db), late])).rows[0]!.lsn;
+    return await Promise.race([p, late]);
   } finally {
     clearTimeout(timer);
   }
