@@ -20,7 +20,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import { prepareValue } from 'pg/lib/utils.js';
-import { expectedErrorOf, statementRerun } from './faults.js';
+import { expectedErrorOf, isDatabaseUnavailable, statementRerun } from './faults.js';
 import { type Listen, listenPostgres } from './notifications.js';
 import { openFromPgliteTemplate } from './pglite-template.js';
 import { statementName } from './prepared.js';
@@ -240,8 +240,9 @@ function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
   };
   const wrap = (client: pg.PoolClient): PostgresPoolClient => {
     let inTransaction = false;
-    // The connection holds a prepared statement that can no longer run: closed at its release.
-    let stale = false;
+    // Why the connection is closed at its release: it holds a prepared statement that can no longer run,
+    // or it failed (a pooler's refusal ends it a moment later: it must not go to the next waiter first).
+    let discard: Error | undefined;
     return {
       // Kysely passes a cursor only for streamed queries, which the service does not use.
       query: (async (text: string, parameters: readonly unknown[]) => {
@@ -252,23 +253,26 @@ function resilient(pool: pg.Pool, prepared: boolean): PostgresPool {
         try {
           return await (name ? client.query({ name, text, values }) : client.query(text, values));
         } catch (e) {
+          if (isDatabaseUnavailable(e)) discard = e as Error;
           const rerun = statementRerun(e, { text, named: Boolean(name), inTransaction });
           if (rerun === 'unnamed') {
-            stale = true;
+            discard = new Error('a prepared statement of this connection is outdated');
             return await client.query(text, values).catch(fail);
           }
           if (rerun !== 'fresh-connection') return fail(e);
           const fresh = await pool.connect().catch(fail);
+          let failed: Error | undefined;
           try {
             return await fresh.query(text, values);
           } catch (again) {
+            if (isDatabaseUnavailable(again)) failed = again as Error;
             return fail(again);
           } finally {
-            fresh.release();
+            fresh.release(failed);
           }
         }
       }) as unknown as PostgresPoolClient['query'],
-      release: () => client.release(stale ? new Error('a prepared statement of this connection is outdated') : undefined),
+      release: () => client.release(discard),
     };
   };
   return {

@@ -27,6 +27,9 @@ export async function listenPostgres(url: string, channel: string, h: Notificati
       keepAlive: true,
       query_timeout: LISTENER_PROBE_TIMEOUT_MS,
     });
+    // A FATAL (a terminated backend) arriving with no statement under way is an 'error' event, which
+    // without a listener ends the process: from the start on, before `drop` listens after LISTEN.
+    client.on('error', () => {});
     client.on('notification', (n) => {
       if (n.channel === channel) h.message(n.payload ?? '');
     });

@@ -31,6 +31,8 @@ export async function settleRoleSettings(opts: {
     max: 1,
     connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
   });
+  // As the service's pool (database.ts): a checked-out client's error event must not end the process.
+  pool.on('connect', (client) => client.on('error', () => {}));
   pool.on('error', () => {});
   const direct = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
   let altered = false;
