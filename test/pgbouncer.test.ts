@@ -413,3 +413,43 @@ describe('three instances behind PgBouncer in transaction mode', () => {
     await eventually(() => heard.changes.some((ch) => ch.subjectIds.includes(id)), 1000);
   });
 });
+
+// P148: the role's defaults reach the server connections PgBouncer opens after they were set; one it held
+// from before keeps its old settings until it is closed (server_lifetime, RECONNECT), and start-up says so.
+describe('a PgBouncer holding server connections from before the settings', () => {
+  it('warns naming RECONNECT, and is quiet once PgBouncer reconnected', async () => {
+    const db = await openTestDatabase();
+    const small = await startPgBouncer(db.url!, { poolSize: 1 });
+    const start = async () => {
+      const logs: string[] = [];
+      const config = loadConfig({
+        DATABASE_URL: small.url,
+        DATABASE_POOLER: 'transaction',
+        DATABASE_LISTEN_URL: db.url!,
+        DATABASE_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS),
+      });
+      const handle = await openMigratedDatabase(config, pino({ level: 'warn' }, { write: (line: string) => void logs.push(line) }));
+      await handle.close();
+      return logs.map((l) => JSON.parse(l).msg as string);
+    };
+    try {
+      // A server connection opened now, without the settings, stays in PgBouncer's pool.
+      const early = new pg.Client(small.url);
+      await early.connect();
+      await early.query('SELECT 1');
+      await early.end();
+      expect(await small.serverConnections()).toBe(1);
+      const warned = await start();
+      expect(warned).toHaveLength(1);
+      expect(warned[0]).toMatch(/^DATABASE_POOLER=transaction: a pooled server connection runs with statement_timeout = 0 ms .*RECONNECT/);
+      const console = new pg.Client(Object.assign(new URL(small.url), { pathname: '/pgbouncer' }).toString());
+      await console.connect();
+      await console.query('RECONNECT');
+      await console.end();
+      expect(await start()).toEqual([]);
+    } finally {
+      await small.stop();
+      await db.dispose();
+    }
+  });
+});
