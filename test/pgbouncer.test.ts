@@ -236,6 +236,11 @@ describe('three instances behind PgBouncer in transaction mode', () => {
       Array(SERVER_POOL).fill({ timeout: `${TIMEOUT_MS / 1000}s`, threshold: '0.3' }),
     );
     for (const i of instances) expect(i.logs.filter((l) => l.includes('DATABASE_POOLER'))).toEqual([]);
+    // P150: start-up migrated over the direct connection: no session advisory lock is left on a server connection.
+    const locks = await direct.query(
+      `SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE l.locktype = 'advisory' AND d.datname = current_database()`,
+    );
+    expect(locks.rowCount).toBe(0);
   });
 
   it('writes and reads through every instance, REST and GraphQL; a search matching at word_similarity 0.4 finds its subject (D7)', async () => {

@@ -4,7 +4,7 @@ import type { Config } from '../core/config.js';
 import { traceLogFields, tracingOn } from '../core/tracing.js';
 import { type DatabaseHandle, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { settleRoleSettings } from '../db/pooler.js';
+import { settleRoleSettings, withDirectDatabase } from '../db/pooler.js';
 import { isDatabaseUnavailable } from '../db/faults.js';
 import { SecretBox } from '../domains/data/index.js';
 import { applyTenantFile } from '../domains/tenant-apply/index.js';
@@ -72,18 +72,17 @@ export async function openMigratedDatabase(
   const deadline = Date.now() + config.STARTUP_TIMEOUT_MS;
   for (let attempt = 1, delay = 250; ; attempt++, delay = Math.min(delay * 2, 5_000)) {
     try {
-      // Before the pool's first statement: PgBouncer's server connections open with the role's settings (P148).
       if (config.DATABASE_POOLER === 'transaction') {
-        const settled = await settleRoleSettings({
-          directUrl: config.DATABASE_LISTEN_URL!,
-          pooled: handle.db,
-          statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
-          connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+        await withDirectDatabase(config.DATABASE_LISTEN_URL!, config.DATABASE_CONNECT_TIMEOUT_MS, async (direct) => {
+          // Before the pool's first statement: PgBouncer's server connections open with the role's settings (P148).
+          const settled = await settleRoleSettings({ direct, pooled: handle.db, statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS });
+          if (!settled.ok) logger?.warn(settled.warning);
+          else if (settled.altered)
+            logger?.info('session settings set as the role defaults in this database (DATABASE_POOLER=transaction)');
+          // Kysely's migrator holds a session advisory lock across its statements: not through the pooler (P150).
+          await migrateToLatest(direct);
         });
-        if (!settled.ok) logger?.warn(settled.warning);
-        else if (settled.altered) logger?.info('session settings set as the role defaults in this database (DATABASE_POOLER=transaction)');
-      }
-      await migrateToLatest(handle.db);
+      } else await migrateToLatest(handle.db);
       if (attempt > 1) logger?.info({ attempt }, 'database reachable');
       return handle;
     } catch (e) {

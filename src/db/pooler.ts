@@ -1,7 +1,24 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { SEARCH_SIMILARITY } from './database.js';
-import type { Db } from './tables.js';
+import type { Database, Db } from './tables.js';
+
+/**
+ * `fn` over one direct connection to PostgreSQL (not through the pooler), closed after it: start-up's
+ * session work behind a pooler in transaction mode, which must not be spread over server connections.
+ */
+export async function withDirectDatabase<T>(url: string, connectTimeoutMs: number, fn: (db: Db) => Promise<T>): Promise<T> {
+  const pool = new pg.Pool({ connectionString: url, application_name: 'ssdi-setup', max: 1, connectionTimeoutMillis: connectTimeoutMs });
+  // As the service's pool (database.ts): a checked-out client's error event must not end the process.
+  pool.on('connect', (client) => client.on('error', () => {}));
+  pool.on('error', () => {});
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  try {
+    return await fn(db);
+  } finally {
+    await db.destroy();
+  }
+}
 
 /** The outcome of settleRoleSettings: what the operator must still do, if anything. */
 export type RoleSettingsOutcome = { ok: true; altered: boolean } | { ok: false; warning: string };
@@ -11,30 +28,16 @@ export type RoleSettingsOutcome = { ok: true; altered: boolean } | { ok: false; 
  * transaction, and PgBouncer refuses startup options: the two session settings every statement needs
  * (D7's search threshold, the statement time limit) become the role's defaults in this database
  * (`ALTER ROLE CURRENT_USER IN DATABASE … SET`), which PostgreSQL applies to every session it opens
- * for the role afterwards, PgBouncer's included. Set over `directUrl` (not through the pooler), and only
+ * for the role afterwards, PgBouncer's included. Set over `direct` (not through the pooler), and only
  * when they differ, so instances starting together write the catalog once; then a statement through the
  * pool checks what a server connection sees. A server connection PgBouncer opened before the settings
  * keeps its old ones until it is closed (server_lifetime), and a role that may not alter itself cannot
  * set them: both are warnings naming what the operator must do, not start-up failures.
  * Throws (the driver's error as `cause`) when the database cannot be reached.
  */
-export async function settleRoleSettings(opts: {
-  directUrl: string;
-  pooled: Db;
-  statementTimeoutMs: number;
-  connectTimeoutMs?: number;
-}): Promise<RoleSettingsOutcome> {
+export async function settleRoleSettings(opts: { direct: Db; pooled: Db; statementTimeoutMs: number }): Promise<RoleSettingsOutcome> {
+  const { direct } = opts;
   const wanted = { statement_timeout: Math.floor(opts.statementTimeoutMs), 'pg_trgm.word_similarity_threshold': SEARCH_SIMILARITY };
-  const pool = new pg.Pool({
-    connectionString: opts.directUrl,
-    application_name: 'ssdi-setup',
-    max: 1,
-    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,
-  });
-  // As the service's pool (database.ts): a checked-out client's error event must not end the process.
-  pool.on('connect', (client) => client.on('error', () => {}));
-  pool.on('error', () => {});
-  const direct = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }) });
   let altered = false;
   let refused: string | undefined;
   try {
@@ -68,8 +71,6 @@ export async function settleRoleSettings(opts: {
     }
   } catch (e) {
     throw new Error(`Setting the role's session defaults failed: ${(e as Error).message}`, { cause: e });
-  } finally {
-    await direct.destroy();
   }
   const seen = await sql<{ timeout: string; threshold: string | null }>`
     SELECT (SELECT setting FROM pg_settings WHERE name = 'statement_timeout') AS timeout,
