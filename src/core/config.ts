@@ -35,7 +35,10 @@ const envSchema = z
      * session settings are the role's, P148) and LISTEN runs on DATABASE_LISTEN_URL.
      */
     DATABASE_POOLER: z.enum(['none', 'transaction']).default('none'),
-    /** PostgreSQL only: a direct (session) connection to the primary for LISTEN; default DATABASE_URL. */
+    /**
+     * PostgreSQL only: a direct (session) connection to the primary for LISTEN; default DATABASE_URL. With
+     * DATABASE_POOLER=transaction also start-up's role settings and migrations (P148, P150).
+     */
     DATABASE_LISTEN_URL: z
       .string()
       .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
