@@ -14,7 +14,8 @@ import { type PgBouncer, startPgBouncer } from './pgbouncer.js';
 
 // Three instances behind a real PgBouncer in transaction mode with 4 server connections (P148–P150):
 // each instance's pool goes through PgBouncer, its LISTEN straight to PostgreSQL (DATABASE_LISTEN_URL).
-// PostgreSQL only (vitest.config.ts). Everything is checked over HTTP, GraphQL and SSE.
+// PostgreSQL only (vitest.config.ts). The service is checked over HTTP, GraphQL and SSE; PgBouncer's own
+// errors also as its clients meet them, against the fault table.
 
 const SERVER_POOL = 4;
 const QUERY_WAIT_S = 3;
