@@ -27,9 +27,8 @@ export async function listUsers(ctx: Context, input: UserFilters, args: PageArgs
   const order = userOrder(args.orderBy);
   const filters: UserFilters = { ...input };
   if (input.withAccessToSubjectId) {
-    const subject = await SubjectRef.getDataloader(ctx)
-      .load(subjectUuid(input.withAccessToSubjectId))
-      .catch(() => null);
+    // An unknown id loads as null; a failure (the database away) is its own answer, not NOT_FOUND.
+    const subject = await SubjectRef.getDataloader(ctx).load(subjectUuid(input.withAccessToSubjectId));
     if (!subject) throw new NotFoundError('No subject has this id.');
     filters.withAccessToSubjectId = subject.id;
   }
