@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { chown, mkdtemp, rm } from 'node:fs/promises';
+import { chown, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -22,6 +22,12 @@ export interface ReplicaCluster {
   stopReplica(): Promise<void>;
   /** Starts the stopped replica again (replaying, not paused). */
   startReplica(): Promise<void>;
+  /** SIGSTOPs the replica's postmaster and its backends: it hangs, its connections stay open and answer nothing. */
+  freezeReplica(): Promise<void>;
+  /** SIGCONTs what freezeReplica stopped. */
+  thawReplica(): Promise<void>;
+  /** Runs a statement on the primary directly (no floor raised), its rows returned. */
+  onPrimary<R>(text: string, values?: unknown[]): Promise<R[]>;
   close(): Promise<void>;
 }
 
@@ -31,14 +37,26 @@ async function asPostgres(cmd: string, args: string[]): Promise<string> {
   return (await run(file, argv)).stdout;
 }
 
-async function query<R>(url: string, text: string): Promise<R> {
+async function rows<R>(url: string, text: string, values?: unknown[]): Promise<R[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    return (await client.query(text)).rows[0] as R;
+    return (await client.query(text, values)).rows as R[];
   } finally {
     await client.end();
   }
+}
+
+const query = async <R>(url: string, text: string): Promise<R> => (await rows<R>(url, text))[0]!;
+
+/** The postmaster of a data directory (postmaster.pid's first line) and its children. */
+async function processesOf(data: string): Promise<number[]> {
+  const postmaster = Number((await readFile(path.join(data, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const children = await run('pgrep', ['-P', String(postmaster)]).then(
+    (r) => r.stdout.split('\n').filter(Boolean).map(Number),
+    () => [],
+  );
+  return [postmaster, ...children];
 }
 
 /** Starts a primary (initdb --auth=trust) and a replica of it (pg_basebackup -R), each on a free loopback port. */
@@ -78,6 +96,7 @@ export async function startReplicaCluster(): Promise<ReplicaCluster> {
   await start(replica, replicaPort);
   const primaryUrl = `postgres://app@127.0.0.1:${primaryPort}/app`;
   const replicaUrl = `postgres://app@127.0.0.1:${replicaPort}/app`;
+  let frozen: number[] = [];
   const stop = (data: string) => asPostgres(`${BIN}/pg_ctl`, ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => '');
   return {
     primaryUrl,
@@ -94,7 +113,17 @@ export async function startReplicaCluster(): Promise<ReplicaCluster> {
     },
     stopReplica: async () => void (await stop(replica)),
     startReplica: async () => void (await start(replica, replicaPort)),
+    freezeReplica: async () => {
+      frozen = await processesOf(replica);
+      for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    },
+    thawReplica: async () => {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+      frozen = [];
+    },
+    onPrimary: <R>(text: string, values?: unknown[]) => rows<R>(primaryUrl, text, values),
     close: async () => {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
       await stop(replica);
       await stop(primary);
       await rm(dir, { recursive: true, force: true });

@@ -25,8 +25,11 @@ let cluster: ReplicaCluster;
 let a: Instance;
 let b: Instance;
 
-/** An instance on the cluster: the primary as DATABASE_URL, the standby as its replica; `publicUrl`: a peer's (shared tokens). */
-async function startInstance(publicUrl?: string): Promise<Instance> {
+/**
+ * An instance on the cluster: the primary as DATABASE_URL, the standby as its replica unless `replicas` is
+ * false; `publicUrl`: a peer's (shared tokens); `env`: more settings.
+ */
+async function startInstance(publicUrl?: string, env: Record<string, string> = {}, replicas = true): Promise<Instance> {
   const { server, serve, upgrade } = createAppServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -36,10 +39,11 @@ async function startInstance(publicUrl?: string): Promise<Instance> {
     PUBLIC_URL: publicUrl ?? url,
     DATA_DIR: '/nonexistent',
     DATABASE_URL: cluster.primaryUrl,
-    DATABASE_REPLICA_URL: cluster.replicaUrl,
+    ...(replicas ? { DATABASE_REPLICA_URL: cluster.replicaUrl } : {}),
     DATABASE_REPLICA_PROBE_MS: '50',
     // Paused replay makes the replica lag for the length of a test: left in, so it is left out only by the floor.
     DATABASE_REPLICA_MAX_LAG_MS: '600000',
+    ...env,
   });
   const handle = await openMigratedDatabase(config);
   const built = await buildApp({
@@ -77,8 +81,8 @@ async function applyFile(t: Record<string, unknown>): Promise<void> {
   }
 }
 
-/** A tenant from a file, and a client of it on each instance. */
-async function tenant(t = tenantConfig()): Promise<{ onA: ApiClient; onB: ApiClient }> {
+/** A tenant from a file, and a client of it on each instance (and on `more`, started with a.url as PUBLIC_URL). */
+async function tenant(t = tenantConfig(), more: Instance[] = []): Promise<{ onA: ApiClient; onB: ApiClient; on: ApiClient[] }> {
   await applyFile(t);
   const form = new URLSearchParams({
     grant_type: 'client_credentials',
@@ -89,7 +93,7 @@ async function tenant(t = tenantConfig()): Promise<{ onA: ApiClient; onB: ApiCli
   });
   const res = await fetch(`${a.url}/connect/token`, { method: 'POST', body: form });
   const token = ((await res.json()) as { access_token: string }).access_token;
-  return { onA: new ApiClient(a.url, token), onB: new ApiClient(b.url, token) };
+  return { onA: new ApiClient(a.url, token), onB: new ApiClient(b.url, token), on: more.map((i) => new ApiClient(i.url, token)) };
 }
 
 /** A sample's value in a scrape, 0 when absent. */
@@ -112,6 +116,7 @@ async function until(what: string, done: () => Promise<boolean>): Promise<void> 
 
 const UPSERT = '/api/v2/messaging/subject';
 const sv = (key: string, type: string, value: unknown) => ({ Key: key, Value: { [type]: { Value: value } } });
+const fullName = (subject: any) => (subject.CustomFieldValues as any[]).find((v) => v.Field.Key === 'fullName')?.Value?.ValueText;
 const grade = (subject: any) => (subject.CustomFieldValues as any[]).find((v) => v.Field.Key === 'grade')?.Value?.ValueText;
 
 beforeAll(async () => {
@@ -130,6 +135,12 @@ describe('read replicas (P151, P152)', () => {
   it('reads of a tenant whose writes the replica holds go to the replica', async () => {
     const { onA } = await tenant();
     await cluster.caughtUp();
+    // The probe has seen the replica replay the tenant's floor once one read goes there.
+    await until('a read on the replica', async () => {
+      const before = await reads(a, 'replica', 'replayed');
+      await onA.get('/api/v2/subject?First=10');
+      return (await reads(a, 'replica', 'replayed')) > before;
+    });
     const before = await reads(a, 'replica', 'replayed');
     for (let i = 0; i < 5; i++) {
       const r = await onA.get('/api/v2/subject?First=10');
@@ -140,12 +151,91 @@ describe('read replicas (P151, P152)', () => {
     expect(await reads(a, 'replica', 'replayed')).toBeGreaterThanOrEqual(before + 10);
     const text = await a.metrics();
     expect(sample(text, 'db_replica_up', { replica: new URL(cluster.replicaUrl).host })).toBe(1);
-    // The service's sessions on the standby (application_name 'ssdi').
+    // The service's request sessions on the standby (application_name 'ssdi'; the probe's is 'ssdi-probe').
     const standby = new pg.Client({ connectionString: cluster.replicaUrl });
     await standby.connect();
     const { rows } = await standby.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'ssdi'`);
     await standby.end();
     expect(rows[0].n).toBeGreaterThan(0);
+  });
+
+  it("reads run on the replica: with replay paused, a change made on the primary behind the service's back is not seen until replayed", async () => {
+    const { onA } = await tenant();
+    const created = await onA.post(UPSERT, {
+      CustomFieldValues: [sv('employeeNumber', 'String', 'S-1'), sv('fullName', 'String', 'Old Name')],
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.internalId as string;
+    await cluster.caughtUp();
+    await until('a read on the replica', async () => {
+      const before = await reads(a, 'replica', 'replayed');
+      await onA.get(`/api/v2/subject/${id}`);
+      return (await reads(a, 'replica', 'replayed')) > before;
+    });
+    await cluster.pauseReplay();
+    try {
+      // No floor raised: the tenant's reads stay on the replica, which has not replayed this.
+      await cluster.onPrimary(`UPDATE subject SET values = jsonb_set(values, '{fullName}', '"New Name"') WHERE id = $1`, [id]);
+      const stale = await onA.get(`/api/v2/subject/${id}`);
+      expect(fullName(stale.body)).toBe('Old Name');
+    } finally {
+      await cluster.resumeReplay();
+    }
+    await cluster.caughtUp();
+    expect(fullName((await onA.get(`/api/v2/subject/${id}`)).body)).toBe('New Name');
+  });
+
+  it('a replica further behind than DATABASE_REPLICA_MAX_LAG_MS is left out: reads go to the primary as lagging', async () => {
+    const c = await startInstance(a.url, { DATABASE_REPLICA_MAX_LAG_MS: '300' });
+    try {
+      const [onC] = (await tenant(undefined, [c])).on;
+      await cluster.caughtUp();
+      await until('a read on the replica', async () => {
+        const before = await reads(c, 'replica', 'replayed');
+        await onC!.get('/api/v2/subject?First=10');
+        return (await reads(c, 'replica', 'replayed')) > before;
+      });
+      await cluster.pauseReplay();
+      try {
+        // The primary moves on (written directly: no floor); the paused replica's lag passes the bound.
+        await until('reads left to the primary as lagging', async () => {
+          await cluster.onPrimary('CREATE TABLE IF NOT EXISTS test_lag (at timestamptz); INSERT INTO test_lag VALUES (now())');
+          const before = await reads(c, 'primary', 'lagging');
+          expect((await onC!.get('/api/v2/subject?First=10')).status).toBe(200);
+          return (await reads(c, 'primary', 'lagging')) > before;
+        });
+      } finally {
+        await cluster.resumeReplay();
+      }
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('an instance without replicas of its own records floors while its primary has a standby: another instance reads its writes back', async () => {
+    const w = await startInstance(a.url, {}, false);
+    try {
+      const { onA, on } = await tenant(undefined, [w]);
+      const onW = on[0]!;
+      const created = await onW.post(UPSERT, {
+        CustomFieldValues: [sv('employeeNumber', 'String', 'W-1'), sv('fullName', 'String', 'Wri Ter')],
+      });
+      expect(created.status).toBe(201);
+      const id = created.body.internalId as string;
+      await cluster.caughtUp();
+      await cluster.pauseReplay();
+      try {
+        for (let round = 1; round <= 10; round++) {
+          const up = await onW.post(UPSERT, { CustomFieldValues: [sv('employeeNumber', 'String', 'W-1'), sv('grade', 'Integer', round)] });
+          expect(up.status).toBe(200);
+          expect(grade((await onA.get(`/api/v2/subject/${id}`)).body), `round ${round}`).toBe(String(round));
+        }
+      } finally {
+        await cluster.resumeReplay();
+      }
+    } finally {
+      await w.close();
+    }
   });
 
   it('with replay paused, a write is read back at once, every time: REST, GraphQL, and on another instance', async () => {
@@ -257,5 +347,58 @@ describe('read replicas (P151, P152)', () => {
       await workers;
     }
     expect(failures).toEqual([]);
+  });
+
+  it('a hung replica (SIGSTOP) costs no request: its statements time out and run on the primary, and close() ends', async () => {
+    // Client-side bounds of a second (statement timeout + 1 s), so the test stays short (P154).
+    const h = await startInstance(a.url, { DATABASE_STATEMENT_TIMEOUT_MS: '1000', DATABASE_CONNECT_TIMEOUT_MS: '1000' });
+    let closed = false;
+    try {
+      const [onH] = (await tenant(undefined, [h])).on;
+      const created = await onH!.post(UPSERT, {
+        CustomFieldValues: [sv('employeeNumber', 'String', 'H-1'), sv('fullName', 'String', 'Hu Ng')],
+      });
+      expect(created.status).toBe(201);
+      const id = created.body.internalId as string;
+      await cluster.caughtUp();
+      await until('a read on the replica', async () => {
+        const before = await reads(h, 'replica', 'replayed');
+        await onH!.get(`/api/v2/subject/${id}`);
+        return (await reads(h, 'replica', 'replayed')) > before;
+      });
+      const failures: string[] = [];
+      let load = true;
+      let served = 0;
+      const worker = async () => {
+        while (load) {
+          const [r, g] = await Promise.all([
+            onH!.get(`/api/v2/subject/${id}`),
+            onH!.gql('query($id: ID!) { subject(id: $id) { externalId } }', { id }),
+          ]);
+          if (r.status !== 200) failures.push(`GET ${r.status} ${JSON.stringify(r.body)}`);
+          if (g.status !== 200 || g.body.errors) failures.push(`GraphQL ${g.status} ${JSON.stringify(g.body)}`);
+          served += 2;
+        }
+      };
+      const workers = pool([1, 2, 3, 4], 4, worker);
+      try {
+        await until('load under way', async () => served > 20);
+        await cluster.freezeReplica();
+        await until('the replica down in /metrics', async () => sample(await h.metrics(), 'db_replica_up') === 0);
+        const whileDown = served;
+        await until('reads served from the primary meanwhile', async () => served > whileDown + 20);
+      } finally {
+        load = false;
+        await workers;
+      }
+      expect(failures).toEqual([]);
+      // Still frozen: closing waits for no answer of the replica.
+      await h.close();
+      closed = true;
+    } finally {
+      await cluster.thawReplica();
+      if (!closed) await h.close();
+    }
+    await cluster.caughtUp();
   });
 });

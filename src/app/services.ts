@@ -5,7 +5,7 @@ import type { Principal, Scope } from '../core/permissions.js';
 import { TableAnalyzer } from '../db/analyze.js';
 import { EventBus } from '../db/event-bus.js';
 import type { Listen } from '../db/notifications.js';
-import { ReadReplicas } from '../db/replicas.js';
+import { ReadFloors, ReadReplicas } from '../db/replicas.js';
 import type { Db } from '../db/tables.js';
 import { TokenService, authenticate, requireToken } from '../domains/auth/index.js';
 import { AggregateMemory, DataCache, DataChangeFeed, LiveAggregates, SecretBox, dataContext } from '../domains/data/index.js';
@@ -85,6 +85,7 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
     ? await ReadReplicas.open(
         db,
         {
+          primaryUrl: config.DATABASE_URL!,
           urls: config.DATABASE_REPLICA_URL,
           maxLagMs: config.DATABASE_REPLICA_MAX_LAG_MS,
           probeMs: config.DATABASE_REPLICA_PROBE_MS,
@@ -99,6 +100,8 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
       )
     : undefined;
   if (replicas) metrics?.observeReplicas(replicas);
+  // P152: on PostgreSQL floors are recorded whenever a replica may serve reads, its own or another instance's.
+  const floors = config.DATABASE_URL ? await ReadFloors.start(db, replicas !== undefined) : undefined;
 
   const aggregates = new AggregateMemory();
   // The instance's configuration and count caches.
@@ -109,9 +112,18 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
     principal,
     requestId,
     // P152: the data cache, live aggregates and subscriptions keep the primary.
-    replicas: replicas && {
-      reads: () => replicas.reads(principal.readFloor),
-      wrote: () => recordReadFloor(db, { id: principal.tenantId }),
+    replicas: floors && {
+      reads: () => replicas?.reads(principal.readFloor) ?? db,
+      // The write committed and its answer stands: a failed floor is logged, the tenant's reads may lag (P152).
+      wrote: async () => {
+        if (floors.on)
+          await recordReadFloor(db, { id: principal.tenantId }).catch((e: unknown) =>
+            logger.warn(
+              { err: e, tenant: principal.tenantKey, requestId },
+              'read floor not recorded after a write: reads from replicas may miss it',
+            ),
+          );
+      },
     },
     ...dataContext(data, aggregates),
     dataChanges,
@@ -149,6 +161,7 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
       await outbox.close();
       await data.close();
       await bus?.close();
+      floors?.close();
       await replicas?.close();
     },
   };

@@ -55,6 +55,14 @@ export interface DatabaseOptions {
   listenUrl?: string | undefined;
   /** PostgreSQL: how long a checkout waits for a pool connection, or a new connection to open (then 503). */
   connectTimeoutMs?: number | undefined;
+  /**
+   * PostgreSQL: the client's own bound on a statement (pg's query_timeout): past it the statement fails
+   * as an unavailable database and its connection is discarded, also when the server answers nothing
+   * (statement_timeout is the server's, and a hung server never applies it). Absent: none.
+   */
+  queryTimeoutMs?: number | undefined;
+  /** PostgreSQL: the sessions' application_name (pg_stat_activity); default 'ssdi'. */
+  applicationName?: string | undefined;
   /** A pooled connection failed (server restart, terminated backend), idle or in use; the pool replaces it. */
   onPoolError?: (error: Error) => void;
   /** PGlite: the directory of templates a new DATA_DIR starts from (P133); default dist/pglite/. */
@@ -299,8 +307,9 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     const pool = new pg.Pool({
       connectionString: opts.databaseUrl,
       // Named, so operators (and the fault tests) can find the service's sessions in pg_stat_activity.
-      application_name: 'ssdi',
+      application_name: opts.applicationName ?? 'ssdi',
       max: opts.poolSize ?? 10,
+      ...(opts.queryTimeoutMs ? { query_timeout: opts.queryTimeoutMs } : {}),
       ...(pooled ? {} : { options: `-c ${SEARCH_THRESHOLD}${timeout}` }),
       // Without a bound, a checkout waits forever for a pool that cannot connect: the request must fail (503).
       connectionTimeoutMillis: opts.connectTimeoutMs ?? 5_000,

@@ -16,6 +16,8 @@ import { faultOf, onlyReads } from './faults.js';
 import type { Database, Db } from './tables.js';
 
 export interface ReplicaOptions extends Omit<DatabaseOptions, 'databaseUrl' | 'dataDir'> {
+  /** The primary (DATABASE_URL): the probe reads its WAL position over a connection of its own. */
+  primaryUrl: string;
   /** Streaming replicas (hot standbys) of the primary. */
   urls: readonly string[];
   /** A replica further behind is left out. */
@@ -34,28 +36,39 @@ export type ReadReason =
   | 'lagging'
   /** primary: no replica is up. */
   | 'down'
-  /** primary: a statement failed on a replica (unreachable, shutting down, a recovery conflict) and ran here. */
+  /**
+   * primary, counted per statement, not per operation: a statement failed on a replica (unreachable, hung
+   * past its query timeout, a recovery conflict, a write taken for a read) and ran again here.
+   */
   | 'replica_failed';
 
 interface Replica {
   /** host:port, for metrics and logs (never the URL's credentials). */
   name: string;
   handle: DatabaseHandle;
+  /** The probe's connection ('ssdi-probe'): a replica pool busy with requests does not hold its probe back. */
+  probe: DatabaseHandle;
   /** What a read operation is handed: autocommit reads here, the rest on the primary (RoutedConnection). */
   db: Db;
   up: boolean;
   /** The replay position of the last good probe. */
   replayed: bigint;
   lagSeconds: number;
-  probing: boolean;
+  /** Its last probe found it out of recovery (promoted): warned once. */
+  promoted: boolean;
 }
 
-/** A replica statement that failed for what the replica is, not for what the statement asked: it runs on the primary. */
-function replicaFailed(e: unknown): boolean {
+/**
+ * A replica statement that failed for a reason the primary does not have, so it runs there: 'down' when
+ * the replica is unavailable (it is left out until a probe answers), 'rerun' when only the statement was
+ * (a recovery conflict, 40001/40P01; a write taken for a read refused as read-only, 25006).
+ */
+function replicaFailure(e: unknown): 'down' | 'rerun' | undefined {
   const cause = e instanceof ServiceUnavailableError && e.cause !== undefined ? e.cause : e;
   const fault = faultOf(cause);
-  // 40001/40P01: cancelled by a conflict with recovery; 25006: the statement wrote (read-only transaction).
-  return fault?.answer === 'unavailable' || fault?.name === 'transaction-rolled-back' || (cause as { code?: unknown }).code === '25006';
+  if (fault?.answer === 'unavailable') return 'down';
+  if (fault?.name === 'transaction-rolled-back' || (cause as { code?: unknown }).code === '25006') return 'rerun';
+  return undefined;
 }
 
 /** A pg_lsn's text (`16/B374D848`) as a number. */
@@ -66,14 +79,17 @@ export function parseLsn(lsn: string): bigint {
 
 /**
  * The instance's streaming replicas (P151): a pool each, and a probe every `probeMs` that reads the
- * primary's WAL position and each replica's replay position (short time limits: a hung replica is down,
- * it does not stall the others). A replica's lag is the age of the oldest primary position it has not
- * replayed, from a short history of the primary's positions: 0 once it has replayed the latest one.
+ * primary's WAL position and each replica's replay position, over connections of its own with short
+ * client-side time limits (a hung node fails its probe, it does not stall the others; a saturated request
+ * pool does not stop the probe). A replica's lag is the age of the oldest primary position it has not
+ * replayed, from a short history of the primary's positions: 0 once it has replayed the latest one, and
+ * unknown (left out) once the last primary position read is older than the bound.
  * `reads(floor)` picks, for one read operation, a replica that is up, within `maxLagMs` and has replayed
  * `floor` (in turn across replicas), else the primary.
  */
 export class ReadReplicas {
   readonly #primary: Db;
+  #primaryProbe: DatabaseHandle | undefined;
   readonly #opts: ReplicaOptions;
   readonly #logger: Logger | undefined;
   readonly #replicas: Replica[] = [];
@@ -93,6 +109,20 @@ export class ReadReplicas {
   /** Opens a pool per replica and probes them once, so reads can go to them from the first request. */
   static async open(primary: Db, opts: ReplicaOptions, logger?: Logger): Promise<ReadReplicas> {
     const self = new ReadReplicas(primary, opts, logger);
+    // A probe statement (and a probe's new connection) fails past this: the node is down.
+    const limit = Math.max(4 * opts.probeMs, 1000);
+    const probe = (url: string, name: string) =>
+      openDatabase({
+        ...opts,
+        databaseUrl: url,
+        dataDir: '',
+        poolSize: 1,
+        applicationName: 'ssdi-probe',
+        queryTimeoutMs: limit,
+        connectTimeoutMs: limit,
+        onPoolError: (e) => logger?.debug({ node: name, err: e.message }, 'probe connection failed; reconnecting at the next probe'),
+      });
+    self.#primaryProbe = await probe(opts.primaryUrl, 'primary');
     for (const url of opts.urls) {
       const u = new URL(url);
       const name = `${u.hostname}:${u.port || '5432'}`;
@@ -100,9 +130,21 @@ export class ReadReplicas {
         ...opts,
         databaseUrl: url,
         dataDir: '',
+        // statement_timeout is the server's: a hung replica never applies it. Past this the statement
+        // fails as unavailable, its connection is discarded and it runs again on the primary.
+        queryTimeoutMs: opts.queryTimeoutMs ?? (opts.statementTimeoutMs ? opts.statementTimeoutMs + 1000 : undefined),
         onPoolError: (e) => logger?.warn({ replica: name, err: e.message }, 'replica connection failed; the pool replaces it'),
       });
-      const replica: Replica = { name, handle, db: undefined as unknown as Db, up: false, replayed: 0n, lagSeconds: 0, probing: false };
+      const replica: Replica = {
+        name,
+        handle,
+        probe: await probe(url, name),
+        db: undefined as unknown as Db,
+        up: false,
+        replayed: 0n,
+        lagSeconds: 0,
+        promoted: false,
+      };
       replica.db = self.#routed(replica);
       self.#replicas.push(replica);
     }
@@ -143,10 +185,11 @@ export class ReadReplicas {
     return this.#primary;
   }
 
+  /** Bounded by the pools' query and connect timeouts, also with a hung replica. */
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
-    await Promise.all(this.#replicas.map((r) => r.handle.close()));
+    await Promise.all([this.#primaryProbe?.close(), ...this.#replicas.flatMap((r) => [r.handle.close(), r.probe.close()])]);
   }
 
   #count(target: 'primary' | 'replica', reason: ReadReason): void {
@@ -162,31 +205,33 @@ export class ReadReplicas {
     this.#timer.unref();
   }
 
-  /** Reads the positions. A failure of the primary's read keeps the replicas' last state. */
+  /**
+   * Reads the positions. The primary's failing leaves its last position to age: past the bound every
+   * replica's lag is unknown, and they are left out.
+   */
   async #probe(): Promise<void> {
-    const limit = Math.max(4 * this.#opts.probeMs, 1000);
-    let primaryAt: bigint;
     try {
-      primaryAt = parseLsn((await within(position(this.#primary, 'pg_current_wal_lsn()'), limit))!);
-    } catch {
-      return;
+      const primaryAt = parseLsn((await position(this.#primaryProbe!.db, 'pg_current_wal_lsn()::text'))!);
+      const now = performance.now();
+      this.#history.push({ at: now, lsn: primaryAt });
+      // Kept past maxLag: a replica behind every kept position is dated at least that far back.
+      const keep = now - this.#opts.maxLagMs - 4 * this.#opts.probeMs;
+      while (this.#history.length > 1 && this.#history[0]!.at < keep) this.#history.shift();
+    } catch (e) {
+      this.#logger?.debug({ err: (e as Error).message }, "read replicas' probe could not read the primary's position");
     }
-    const now = performance.now();
-    this.#history.push({ at: now, lsn: primaryAt });
-    // Kept past maxLag: a replica behind every kept position is dated at least that far back.
-    const keep = now - this.#opts.maxLagMs - 4 * this.#opts.probeMs;
-    while (this.#history.length > 1 && this.#history[0]!.at < keep) this.#history.shift();
     await Promise.all(
       this.#replicas.map(async (r) => {
-        // One probe at a time: a statement still waiting on a hung replica keeps it down.
-        if (r.probing) return this.#down(r, 'its probe has not answered');
-        r.probing = true;
-        const probe = position(r.handle.db, 'pg_last_wal_replay_lsn()');
-        void probe.catch(() => {}).finally(() => (r.probing = false));
         try {
-          const lsn = await within(probe, limit);
-          // NULL: not in recovery (a promoted standby, or not a standby at all): not a replica of this primary.
-          if (lsn === null) return this.#down(r, 'it is not a standby');
+          // NULL out of recovery: a promoted standby (its replay position stays) is no replica of this primary.
+          const lsn = await position(r.probe.db, 'case when pg_is_in_recovery() then pg_last_wal_replay_lsn()::text end');
+          if (lsn === null) {
+            if (!r.promoted) this.#logger?.warn({ replica: r.name }, 'read replica is not in recovery (promoted?): left out');
+            r.promoted = true;
+            r.up = false;
+            return;
+          }
+          r.promoted = false;
           r.replayed = parseLsn(lsn);
           r.lagSeconds = this.#lag(r.replayed, performance.now());
           if (!r.up) this.#logger?.info({ replica: r.name, lagSeconds: r.lagSeconds }, 'read replica up');
@@ -200,6 +245,8 @@ export class ReadReplicas {
 
   #lag(replayed: bigint, now: number): number {
     const h = this.#history;
+    // The primary's position is not known within the bound: nor is any replica's lag.
+    if (h.length === 0 || now - h.at(-1)!.at > this.#opts.maxLagMs) return Infinity;
     const i = h.findIndex((s) => s.lsn > replayed);
     if (i === -1) return 0;
     if (i > 0) return (now - h[i]!.at) / 1000;
@@ -218,7 +265,8 @@ export class ReadReplicas {
    * The Kysely a read operation gets for replica `r`: it sends a statement that only reads, outside a
    * transaction, to the replica; a transaction or a statement that may write to the primary (the data
    * cache's fills, a mutation's work). A replica statement that fails because of the replica runs again on
-   * the primary, and the replica is down until a probe answers: its loss costs no request.
+   * the primary (replicaFailure), and an unavailable replica is down until a probe answers: its loss costs
+   * no request.
    */
   #routed(r: Replica): Db {
     const primary = this.#primary;
@@ -227,8 +275,9 @@ export class ReadReplicas {
       try {
         return await r.handle.db.executeQuery<R>(q);
       } catch (e) {
-        if (!replicaFailed(e)) throw e;
-        this.#down(r, (e as Error).message);
+        const failure = replicaFailure(e);
+        if (!failure) throw e;
+        if (failure === 'down') this.#down(r, (e as Error).message);
         this.#count('primary', 'replica_failed');
         return primary.executeQuery<R>(q);
       }
@@ -253,20 +302,51 @@ export class ReadReplicas {
   }
 }
 
-async function position(db: Db, fn: 'pg_current_wal_lsn()' | 'pg_last_wal_replay_lsn()'): Promise<string | null> {
-  return (await sql<{ lsn: string | null }>`select ${sql.raw(fn)}::text as lsn`.execute(db)).rows[0]!.lsn;
+async function position(db: Db, expression: string): Promise<string | null> {
+  return (await sql<{ lsn: string | null }>`select ${sql.raw(expression)} as lsn`.execute(db)).rows[0]!.lsn;
 }
 
-/** `p`, or a failure once `limitMs` passed. */
-async function within<T>(p: Promise<T>, limitMs: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${limitMs} ms`)), limitMs);
-  });
-  try {
-    return await Promise.race([p, late]);
-  } finally {
-    clearTimeout(timer);
+/** How often an instance without replicas of its own checks whether its primary has a standby. */
+const STANDBY_CHECK_MS = 5_000;
+
+/**
+ * Whether the instance records its tenants' read floors (P152): always with replicas of its own; else
+ * while its primary has a standby (pg_stat_replication, visible to any role), checked every few seconds,
+ * so an instance without DATABASE_REPLICA_URL (a rolling deploy, a write-only tier) still lets the
+ * instances that read from replicas show its writes. With neither, no floor is written.
+ */
+export class ReadFloors {
+  #on = true;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  private constructor(private readonly primary: Db) {}
+
+  static async start(primary: Db, replicas: boolean): Promise<ReadFloors> {
+    const self = new ReadFloors(primary);
+    if (!replicas) await self.#check();
+    return self;
+  }
+
+  get on(): boolean {
+    return this.#on;
+  }
+
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+  }
+
+  async #check(): Promise<void> {
+    try {
+      const { n } = (await sql<{ n: number }>`select count(*)::int as n from pg_stat_replication`.execute(this.primary)).rows[0]!;
+      this.#on = n > 0;
+    } catch {
+      // Unknown: as it was (recording from the start).
+    }
+    if (this.#closed) return;
+    this.#timer = setTimeout(() => void this.#check(), STANDBY_CHECK_MS);
+    this.#timer.unref();
   }
 }
 

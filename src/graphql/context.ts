@@ -20,7 +20,7 @@ export interface Context {
   operation: OperationKind | undefined;
   /** Hands a large page's nodes to execution a slice per turn of the event loop (P65). */
   slices: Slices;
-  /** With read replicas (P152): where a read-only operation reads, and what a write operation does once done. */
+  /** On PostgreSQL (P152): where a read-only operation reads, and what a write operation does once done. */
   replicas?: ReplicaRouting | undefined;
 }
 
@@ -28,7 +28,10 @@ export interface Context {
 export interface ReplicaRouting {
   /** The database a read-only operation of this principal reads from: a replica that has its writes, or the primary. */
   reads(): Db;
-  /** After a write operation's transactions committed, before its answer: records its tenant's read floor. */
+  /**
+   * After a write operation's transactions committed, before its answer: records its tenant's read floor
+   * while replicas may serve reads. Never fails: a floor not recorded is logged, the write's answer stands.
+   */
   wrote(): Promise<void>;
 }
 

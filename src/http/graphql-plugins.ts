@@ -238,14 +238,8 @@ export const operationInContext: Plugin = {
     const ctx = args.contextValue as unknown as Context;
     operationKnown(ctx, operationKind(args.document, args.operationName));
     if (ctx.operation !== 'mutation' || !ctx.replicas) return;
-    return {
-      // Before the answer (its first part) is sent: a read that follows it sees the write (P152).
-      onExecuteDone: ({ result, setResult }) =>
-        operationDone(ctx).catch((e: unknown) => {
-          // The write committed; its answer stands, with the error that it may not be read back yet.
-          if (!isAsyncIterable(result)) setResult({ ...result, errors: [...(result.errors ?? []), e as GraphQLError] });
-        }),
-    };
+    // Before the answer (its first part) is sent: a read that follows it sees the write (P152).
+    return { onExecuteDone: () => operationDone(ctx) };
   },
   onSubscribe({ args }) {
     operationKnown(args.contextValue as unknown as Context, operationKind(args.document, args.operationName));

@@ -381,7 +381,6 @@ export class Metrics {
     });
   }
 
-  /** The live aggregates' computations (by why) and open subscriptions and questions, read when scraped. */
   /** Read replicas (P151): up, lag, and where read operations went; read when scraped. */
   observeReplicas(state: ReplicaState): void {
     const registers = [this.registry];
@@ -405,7 +404,7 @@ export class Metrics {
     });
     new Counter({
       name: 'db_reads_total',
-      help: "Read operations by where they read (target: replica, primary) and why (replayed: the replica has the tenant's writes; behind, lagging, down: no replica fit; replica_failed: a replica statement failed and ran on the primary).",
+      help: "Reads by where they ran (target: replica, primary) and why. Per read operation: replayed (the replica has the tenant's writes), behind, lagging, down (no replica fit). Per statement: replica_failed (a replica statement failed and ran again on the primary; its operation was counted as replayed).",
       labelNames: ['target', 'reason'],
       registers,
       collect() {
@@ -418,6 +417,7 @@ export class Metrics {
     });
   }
 
+  /** The live aggregates' computations (by why) and open subscriptions and questions, read when scraped. */
   observeLiveAggregates(state: LiveAggregateState): void {
     const registers = [this.registry];
     new Counter({

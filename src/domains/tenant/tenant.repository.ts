@@ -26,13 +26,14 @@ export async function readDataVersion(db: Db, tenantId: string): Promise<string>
 const PENDING_FLOOR = 'FFFFFFFF/FFFFFFFF';
 
 /**
- * Records the tenants' read floor: the primary's WAL position now, run on the primary after a write
- * operation's transactions committed, so it covers their commit records. A replica that has replayed it
- * shows the tenant its own writes. Only raised (a concurrent write that read an older position never
- * lowers it), save from a tenant apply's pending floor.
+ * Records the tenants' read floor: the primary's WAL insert position now, run on the primary after a
+ * write operation's transactions committed, so it covers their commit records (the write position may
+ * not yet, with synchronous_commit off). A replica that has replayed it shows the tenant its own writes.
+ * Only raised (a concurrent write that read an older position never lowers it), save from a tenant
+ * apply's pending floor.
  */
 export async function recordReadFloor(db: Db, tenant: { id: string } | { keys: readonly string[] }): Promise<void> {
-  const now = sql<string>`pg_current_wal_lsn()`;
+  const now = sql<string>`pg_current_wal_insert_lsn()`;
   await db
     .updateTable('tenant')
     .set({ read_floor: now })
