@@ -494,19 +494,26 @@ export async function runScaleOut(opts: {
         stops.push(later(`scale-out: PgBouncer (${setup.id})`, () => bouncer.stop()));
         serviceEnv = { ...serviceEnv, DATABASE_URL: bouncer.url, DATABASE_POOLER: 'transaction', DATABASE_LISTEN_URL: databaseUrl };
       } else await pinSelf(LOAD_CORE);
-      // One after another, as a rolling deployment starts them: each migrates at start, and Kysely's migration
-      // lock is a session lock (pg_advisory_lock), which instances starting together through a pooler in
-      // transaction mode can leave held on a server connection none of them owns.
+      // Together, as a deployment scales out: behind the pooler each migrates over DATABASE_LISTEN_URL (Kysely's
+      // session lock on a connection of its own) and sets the role's settings one at a time (P148, P150).
+      const started = await Promise.allSettled(
+        Array.from({ length: setup.instances }, (_, i) =>
+          startService(opts.start, db, {
+            name: `scale-out: ${setup.id} ${i + 1}`,
+            logFile: path.join(opts.workDir, `scale-out-${setup.id}-${i + 1}.log`),
+            env: serviceEnv,
+          }),
+        ),
+      );
       const services: RunningService[] = [];
-      for (let i = 0; i < setup.instances; i++) {
-        const s = await startService(opts.start, db, {
-          name: `scale-out: ${setup.id} ${i + 1}`,
-          logFile: path.join(opts.workDir, `scale-out-${setup.id}-${i + 1}.log`),
-          env: serviceEnv,
-        });
+      for (const r of started) {
+        if (r.status !== 'fulfilled') continue;
+        const s = r.value;
         services.push(s);
         stops.unshift(later(`scale-out: ${setup.id} service`, () => s.proc.stop()));
       }
+      const failed = started.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
       const urls = services.map((s) => s.url);
       const auth = await bearer(urls[0]!, TENANT_KEY, CLIENT);
       log(`  ${setup.title}: ${urls.join(', ')}${setup.pooled ? ' (DATABASE_POOLER=transaction)' : ''}`);

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -6,6 +7,7 @@ import { buildApp } from '../src/app/app.js';
 import { openMigratedDatabase } from '../src/app/runtime.js';
 import { ConfigError, loadConfig } from '../src/core/config.js';
 import { expectedErrorOf, faultOf } from '../src/db/faults.js';
+import { settleRoleSettings, withDirectDatabase } from '../src/db/pooler.js';
 import { createAppServer } from '../src/http/app-server.js';
 import { type DataTenant, FakeProvider, createDataTenant, eventually } from './fake-provider.js';
 import { ApiClient, type ApiResponse, type TestApp, openTestDatabase, pool } from './helpers.js';
@@ -37,8 +39,11 @@ let instances: Instance[];
 let t: DataTenant;
 const subscribers: Subscriber[] = [];
 
-/** An instance as server.ts starts one (openMigratedDatabase), its pool through PgBouncer; its warnings kept. */
-async function startInstance(publicUrl?: string): Promise<Instance> {
+/**
+ * An instance as server.ts starts one (openMigratedDatabase), its pool through PgBouncer (`db.pooled`, by
+ * default the shared one), its LISTEN on `db.direct`; its warnings kept.
+ */
+async function startInstance(publicUrl?: string, db?: { pooled: string; direct: string }): Promise<Instance> {
   const { server, serve, upgrade } = createAppServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -47,9 +52,11 @@ async function startInstance(publicUrl?: string): Promise<Instance> {
     DATA_DIR: '/nonexistent',
     // Instances behind one public URL: tokens of one are valid on the others.
     PUBLIC_URL: publicUrl ?? url,
-    DATABASE_URL: bouncer.url,
+    DATABASE_URL: db?.pooled ?? bouncer.url,
     DATABASE_POOLER: 'transaction',
-    DATABASE_LISTEN_URL: clone.url!,
+    DATABASE_LISTEN_URL: db?.direct ?? clone.url!,
+    // The default, overruled by the pooler (P148): the server connections hold no named statement.
+    DATABASE_PREPARED_STATEMENTS: 'true',
     DATABASE_POOL_SIZE: '4',
     DATABASE_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS),
     DATABASE_CONNECT_TIMEOUT_MS: '1000',
@@ -57,7 +64,10 @@ async function startInstance(publicUrl?: string): Promise<Instance> {
   });
   const logs: string[] = [];
   const logger = pino({ level: 'warn' }, { write: (line: string) => void logs.push(line) });
-  const handle = await openMigratedDatabase(config, logger);
+  const handle = await openMigratedDatabase(config, logger).catch(async (e: unknown) => {
+    await new Promise((resolve) => server.close(resolve));
+    throw e;
+  });
   const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen, poolStats: handle.poolStats });
   serve(built.app);
   upgrade(built.upgrade);
@@ -276,16 +286,19 @@ describe('three instances behind PgBouncer in transaction mode', () => {
   });
 
   // Acceptance: a change posted to one instance reaches the subscribers and caches of the others within 1 s.
-  it("a change posted to one instance reaches the others' subscribers within 1 s, and their caches before it is answered", async () => {
+  it("a change posted to one instance reaches the others' subscribers and caches within 1 s, its own cache before it is answered", async () => {
     const id = t.subjects.get('E-01')!;
-    const [b, c] = [on(1), on(2)];
-    expect((await stepsVia(b, id)).first).toBe(5);
-    expect((await stepsVia(c, id)).first).toBe(5);
+    const [a, b, c] = [on(0), on(1), on(2)];
+    for (const api of [a, b, c]) expect((await stepsVia(api, id)).first).toBe(5);
     const heard = [await subscribe(instances[1]!), await subscribe(instances[2]!)];
     provider.version = 1;
+    // The change reports go to instance 0 (the provider's client was made there).
     const posted = await t.provider.post(CHANGE, { SubjectIdentifier: 'E-01', DataExtractsOptionsValuesFilter: {} });
     expect(posted.status).toBe(200);
-    // D10: the other instances' in-process caches were invalidated before the answer.
+    // D10: the writer's instance heard its own notification before answering; the others' deliveries are
+    // not acknowledged, PostgreSQL wakes each listener on its own (docs/data-cache.md).
+    expect(await stepsVia(a, id)).toEqual({ first: 6, stale: undefined });
+    await eventually(async () => (await stepsVia(b, id)).first === 6 && (await stepsVia(c, id)).first === 6, 1000);
     expect(await stepsVia(b, id)).toEqual({ first: 6, stale: undefined });
     expect(await stepsVia(c, id)).toEqual({ first: 6, stale: undefined });
     await eventually(() => heard.every((s) => s.changes.some((ch) => ch.subjectIds.includes(id))), 1000);
@@ -321,6 +334,29 @@ describe('three instances behind PgBouncer in transaction mode', () => {
     expect(most).toBeGreaterThan(0);
     expect(most).toBeLessThanOrEqual(SERVER_POOL);
     expect(mostOnServer).toBeLessThanOrEqual(SERVER_POOL);
+    // P148: no named statement reached a server connection, though DATABASE_PREPARED_STATEMENTS is on. Every
+    // server connection PgBouncer holds, each in a transaction of its own, lists its session's statements.
+    const clients = await Promise.all(
+      Array.from({ length: SERVER_POOL }, async () => {
+        const c = new pg.Client(bouncer.url);
+        c.on('error', () => {});
+        await c.connect();
+        await c.query('BEGIN');
+        return c;
+      }),
+    );
+    const prepared = await Promise.all(
+      clients.map(async (c) => {
+        const { rows } = await c.query<{ pid: number; names: string[] }>(
+          'SELECT pg_backend_pid() AS pid, ARRAY(SELECT name FROM pg_prepared_statements) AS names',
+        );
+        await c.query('COMMIT');
+        await c.end();
+        return rows[0]!;
+      }),
+    );
+    expect(new Set(prepared.map((p) => p.pid)).size).toBe(SERVER_POOL);
+    expect(prepared.flatMap((p) => p.names)).toEqual([]);
   });
 
   // P149: PgBouncer's own refusal (08P01 query_wait_timeout) is an unavailable database (P50).
@@ -415,7 +451,8 @@ describe('three instances behind PgBouncer in transaction mode', () => {
     const heard = await subscribe(instances[2]!);
     provider.version = 2;
     expect((await t.provider.post(CHANGE, { SubjectIdentifier: 'E-03', DataExtractsOptionsValuesFilter: {} })).status).toBe(200);
-    expect(await stepsVia(on(1), id)).toEqual({ first: 7, stale: undefined });
+    expect(await stepsVia(on(0), id)).toEqual({ first: 7, stale: undefined });
+    await eventually(async () => (await stepsVia(on(1), id)).first === 7, 1000);
     await eventually(() => heard.changes.some((ch) => ch.subjectIds.includes(id)), 1000);
   });
 });
@@ -425,7 +462,7 @@ describe('three instances behind PgBouncer in transaction mode', () => {
 describe('a PgBouncer holding server connections from before the settings', () => {
   it('warns naming RECONNECT, and is quiet once PgBouncer reconnected', async () => {
     const db = await openTestDatabase();
-    const small = await startPgBouncer(db.url!, { poolSize: 1 });
+    const small = await startPgBouncer(db.url!, { poolSize: 2 });
     const start = async () => {
       const logs: string[] = [];
       const config = loadConfig({
@@ -439,12 +476,19 @@ describe('a PgBouncer holding server connections from before the settings', () =
       return logs.map((l) => JSON.parse(l).msg as string);
     };
     try {
-      // A server connection opened now, without the settings, stays in PgBouncer's pool.
-      const early = new pg.Client(small.url);
-      await early.connect();
-      await early.query('SELECT 1');
-      await early.end();
-      expect(await small.serverConnections()).toBe(1);
+      // Two server connections opened now, without the settings, stay in PgBouncer's pool; start-up's check of
+      // the database (checkSameDatabase) leaves one in a transaction, which PgBouncer closes: one is left.
+      const early = await Promise.all(
+        [0, 1].map(async () => {
+          const c = new pg.Client(small.url);
+          await c.connect();
+          await c.query('BEGIN');
+          return c;
+        }),
+      );
+      for (const c of early) await c.query('COMMIT');
+      for (const c of early) await c.end();
+      expect(await small.serverConnections()).toBe(2);
       const warned = await start();
       expect(warned).toHaveLength(1);
       expect(warned[0]).toMatch(/^DATABASE_POOLER=transaction: a pooled server connection runs with statement_timeout = 0 ms .*RECONNECT/);
@@ -456,6 +500,94 @@ describe('a PgBouncer holding server connections from before the settings', () =
     } finally {
       await small.stop();
       await db.dispose();
+    }
+  });
+});
+
+// P148: instances starting together on a database without the role's settings each find them missing; one at
+// a time (a transaction advisory lock) each reads what the one before set, and no two insert the same row.
+describe("instances starting together on a migrated database without the role's settings", () => {
+  it('settle the settings once, each without a warning, and start', async () => {
+    const db = await openTestDatabase();
+    const shared = await startPgBouncer(db.url!, { poolSize: SERVER_POOL });
+    const started: Instance[] = [];
+    try {
+      // Start-up's step alone, several at once, each on a connection already open: the window between reading
+      // the settings and setting them.
+      const N = 6;
+      let connected = 0;
+      let allConnected!: () => void;
+      const together = new Promise<void>((resolve) => (allConnected = resolve));
+      const settled = await withDirectDatabase(shared.url, 1000, (pooled) =>
+        Promise.all(
+          Array.from({ length: N }, () =>
+            withDirectDatabase(db.url!, 1000, async (direct) => {
+              await sql`SELECT 1`.execute(direct);
+              if (++connected === N) allConnected();
+              await together;
+              return settleRoleSettings({ direct, pooled, statementTimeoutMs: TIMEOUT_MS });
+            }),
+          ),
+        ),
+      );
+      expect(settled.filter((s) => s.ok && s.altered)).toHaveLength(1);
+      expect(settled.every((s) => s.ok)).toBe(true);
+      const results = await Promise.allSettled(
+        Array.from({ length: 3 }, () => startInstance('http://together.test', { pooled: shared.url, direct: db.url! })),
+      );
+      for (const r of results) if (r.status === 'fulfilled') started.push(r.value);
+      expect(results.map((r) => (r.status === 'rejected' ? String(r.reason) : 'started'))).toEqual(Array(3).fill('started'));
+      for (const i of started) expect(i.logs).toEqual([]);
+    } finally {
+      for (const i of started) await i.close();
+      await shared.stop();
+      await db.dispose();
+    }
+  });
+});
+
+// P148, P150: on a database never migrated, instances starting together each migrate over DATABASE_LISTEN_URL
+// (Kysely's lock), then set the role's settings one at a time (a transaction advisory lock): pg_trgm exists
+// before the threshold is set, and no two insert the same row of pg_db_role_setting.
+describe('instances starting together behind PgBouncer on a database never migrated', () => {
+  it('all start and serve; a DATABASE_LISTEN_URL naming another database is refused before migrating it', async () => {
+    const name = `pgbouncer_fresh_${process.pid}_${Date.now()}`;
+    await direct.query(`CREATE DATABASE ${name}`);
+    const freshUrl = Object.assign(new URL(clone.url!), { pathname: `/${name}` }).toString();
+    const fresh = await startPgBouncer(freshUrl, { poolSize: SERVER_POOL });
+    const started: Instance[] = [];
+    const inFresh = new pg.Client(freshUrl);
+    try {
+      await inFresh.connect();
+      const tables = async () =>
+        (await inFresh.query(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'`)).rows[0].n as number;
+      // The pool reaches the test database, the direct URL this empty one: nothing is migrated or set in either.
+      await expect(startInstance(undefined, { pooled: bouncer.url, direct: freshUrl })).rejects.toThrow(
+        new RegExp(`^DATABASE_LISTEN_URL reaches database ${name} .* DATABASE_URL reaches ${clone.url!.split('/').pop()} `),
+      );
+      expect(await tables()).toBe(0);
+
+      const results = await Promise.allSettled(
+        [0, 1, 2].map(() => startInstance('http://fresh.test', { pooled: fresh.url, direct: freshUrl })),
+      );
+      for (const r of results) if (r.status === 'fulfilled') started.push(r.value);
+      expect(results.map((r) => (r.status === 'rejected' ? String(r.reason) : 'started'))).toEqual(['started', 'started', 'started']);
+      for (const i of started) expect(i.logs).toEqual([]);
+      const { rows } = await inFresh.query<{ settings: string[] }>(
+        `SELECT setconfig AS settings FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      );
+      expect(rows.map((r) => r.settings.sort())).toEqual([[`pg_trgm.word_similarity_threshold=0.3`, `statement_timeout=${TIMEOUT_MS}`]]);
+      const tenant = await createDataTenant(started[0]!, provider, 2);
+      for (const i of started) {
+        const r = await new ApiClient(i.url, tenant.api.token).get('/api/v2/subject?SearchTerm=Person');
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        expect(r.body.Edges).toHaveLength(2);
+      }
+    } finally {
+      for (const i of started) await i.close();
+      await inFresh.end().catch(() => {});
+      await fresh.stop();
+      await direct.query(`DROP DATABASE ${name} WITH (FORCE)`);
     }
   });
 });

@@ -88,6 +88,7 @@ export async function startPgBouncer(target: string, opts: PgBouncerOptions = {}
         return true;
       } catch (e) {
         if (proc.exitCode !== null || i > 100) {
+          await end();
           const log = await readFile(logfile, 'utf8').catch(() => '');
           if (/Address already in use/.test(stderr + log)) return false;
           throw new Error(`PgBouncer did not start: ${(e as Error).message}\n${stderr}${log}`, { cause: e });
@@ -98,19 +99,30 @@ export async function startPgBouncer(target: string, opts: PgBouncerOptions = {}
       }
     }
   };
-  const end = async () => {
+  // SIGKILL if SIGTERM has not ended it in 5 s. A declaration: start, above, ends a PgBouncer that did not come up.
+  async function end() {
     const proc = child;
     child = undefined;
-    if (!proc || proc.exitCode !== null) return;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
     await new Promise<void>((resolve) => {
-      proc.once('exit', () => resolve());
+      const kill = setTimeout(() => proc.kill('SIGKILL'), 5000);
+      proc.once('exit', () => {
+        clearTimeout(kill);
+        resolve();
+      });
       proc.kill('SIGTERM');
     });
-  };
-  for (let attempt = 1; ; attempt++) {
-    url.port = String(await freePort());
-    if (await start()) break;
-    if (attempt === 5) throw new Error('PgBouncer found no free port');
+  }
+  try {
+    for (let attempt = 1; ; attempt++) {
+      url.port = String(await freePort());
+      if (await start()) break;
+      if (attempt === 5) throw new Error('PgBouncer found no free port');
+    }
+  } catch (e) {
+    await end();
+    await rm(dir, { recursive: true, force: true });
+    throw e;
   }
   return {
     url: url.toString(),

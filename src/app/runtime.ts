@@ -4,7 +4,7 @@ import type { Config } from '../core/config.js';
 import { traceLogFields, tracingOn } from '../core/tracing.js';
 import { type DatabaseHandle, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { settleRoleSettings, withDirectDatabase } from '../db/pooler.js';
+import { checkSameDatabase, settleRoleSettings, withDirectDatabase } from '../db/pooler.js';
 import { isDatabaseUnavailable } from '../db/faults.js';
 import { SecretBox } from '../domains/data/index.js';
 import { applyTenantFile } from '../domains/tenant-apply/index.js';
@@ -74,13 +74,15 @@ export async function openMigratedDatabase(
     try {
       if (config.DATABASE_POOLER === 'transaction') {
         await withDirectDatabase(config.DATABASE_LISTEN_URL!, config.DATABASE_CONNECT_TIMEOUT_MS, async (direct) => {
+          const connectTimeoutMs = config.DATABASE_CONNECT_TIMEOUT_MS;
+          await checkSameDatabase({ direct, pooledUrl: config.DATABASE_URL!, connectTimeoutMs });
+          // Kysely's migrator holds a session advisory lock across its statements: not through the pooler (P150).
+          await migrateToLatest(direct);
           // Before the pool's first statement: PgBouncer's server connections open with the role's settings (P148).
           const settled = await settleRoleSettings({ direct, pooled: handle.db, statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS });
           if (!settled.ok) logger?.warn(settled.warning);
           else if (settled.altered)
             logger?.info('session settings set as the role defaults in this database (DATABASE_POOLER=transaction)');
-          // Kysely's migrator holds a session advisory lock across its statements: not through the pooler (P150).
-          await migrateToLatest(direct);
         });
       } else await migrateToLatest(handle.db);
       if (attempt > 1) logger?.info({ attempt }, 'database reachable');
