@@ -55,8 +55,11 @@ const CASES: { name: FaultName; status?: number; errors: unknown[] }[] = [
       new Error('Connection terminated unexpectedly'),
       new Error('Connection terminated'),
       new Error('Client has encountered a connection error and is not queryable'),
-      // PgBouncer 1.18: the server connection died under the client's transaction.
-      pgError({ code: '08P01', severity: 'FATAL', message: 'server conn crashed?' }),
+      // PgBouncer 1.18: the server connection died under the client's transaction; a RELOAD that changed or
+      // removed the database closed its clients; a transaction was left idle past idle_transaction_timeout.
+      ...['server conn crashed?', 'database configuration changed', 'database removed', 'idle transaction timeout'].map((message) =>
+        pgError({ code: '08P01', severity: 'FATAL', message }),
+      ),
     ],
   },
   {
@@ -82,6 +85,8 @@ const CASES: { name: FaultName; status?: number; errors: unknown[] }[] = [
         'query_wait_timeout',
         'no more connections allowed (max_client_conn)',
         'server login has been failing, try again later (server_login_retry)',
+        'client_login_timeout (server down)',
+        // Older PgBouncers' fast fail (not in 1.18's binary).
         'pgbouncer cannot connect to server',
         // PostgreSQL's refusal of PgBouncer's login, passed on under 08P01.
         'the database system is shutting down',
@@ -94,7 +99,11 @@ const CASES: { name: FaultName; status?: number; errors: unknown[] }[] = [
   {
     name: 'statement-timeout',
     status: 503,
-    errors: both({ code: '57014', message: 'canceling statement due to statement timeout', routine: 'ProcessInterrupts' }),
+    errors: [
+      ...both({ code: '57014', message: 'canceling statement due to statement timeout', routine: 'ProcessInterrupts' }),
+      // PgBouncer's own query_timeout: it closes the client's connection.
+      pgError({ code: '08P01', severity: 'FATAL', message: 'query_timeout' }),
+    ],
   },
   {
     name: 'unstorable-text',

@@ -58,13 +58,22 @@ const unavailable = (e: unknown) => new ServiceUnavailableError(undefined, e);
 export const FAULTS = {
   /**
    * The connection a statement ran on died under it: a terminated backend (57P01), a crash (57P02), a cut
-   * socket (a pooler stopped), or PgBouncer's server connection lost under a client's transaction.
+   * socket (a pooler stopped), PgBouncer's server connection lost under a client's transaction, or
+   * PgBouncer closing its clients (a RELOAD that changed or removed the database, a transaction left idle
+   * past idle_transaction_timeout).
    */
   'connection-lost': {
     answer: 'unavailable',
     retry: 'statement-if-read',
     codes: ['57P01', '57P02', 'ECONNRESET', 'EPIPE'],
-    messages: ['Connection terminated', 'Client has encountered a connection error and is not queryable', 'server conn crashed?'],
+    messages: [
+      'Connection terminated',
+      'Client has encountered a connection error and is not queryable',
+      'server conn crashed?',
+      'database configuration changed',
+      'database removed',
+      'idle transaction timeout',
+    ],
     expected: unavailable,
   },
   /**
@@ -73,7 +82,8 @@ export const FAULTS = {
    * racing the database's close at shutdown (Kysely's driver destroyed, PGlite closing or closed), and
    * PgBouncer's own refusals (all 08P01, told by their words, as a real protocol violation is a bug): no
    * server connection free within query_wait_timeout, max_client_conn reached, PostgreSQL not reachable
-   * (server_login_retry, fast fail), or PostgreSQL refusing PgBouncer's login while it starts or stops.
+   * (server_login_retry; before 1.18 "cannot connect"; client_login_timeout while the server is down), or
+   * PostgreSQL refusing PgBouncer's login while it starts or stops.
    */
   unavailable: {
     answer: 'unavailable',
@@ -95,16 +105,18 @@ export const FAULTS = {
       'no more connections allowed',
       'server login has been failing',
       'pgbouncer cannot connect to server',
+      'client_login_timeout (server down)',
       'the database system is ',
       'sorry, too many clients already',
     ],
     expected: unavailable,
   },
-  /** query_canceled: the statement ran past its time limit. */
+  /** query_canceled: the statement ran past its time limit; or past PgBouncer's query_timeout, which closes the connection. */
   'statement-timeout': {
     answer: 'cancelled',
     retry: 'never',
     codes: ['57014'],
+    messages: ['query_timeout'],
     expected: (e) =>
       new ServiceUnavailableError('The request took too long and was cancelled; narrow it (filters, page size) and retry.', e),
   },
