@@ -102,7 +102,6 @@ export class CacheStore {
         // Not understood (another version of the service?): forget everything rather than guess.
         this.lru?.clear();
         this.losses++;
-        for (const k of this.generations.keys()) this.generations.set(k, (this.generations.get(k) ?? 0) + 1);
         this.log.warn('cache invalidation of unknown shape: in-process cache cleared');
       },
     });
@@ -112,9 +111,13 @@ export class CacheStore {
     this.subscription?.();
   }
 
-  /** The number of invalidations of an extract seen so far: read before a fetch, passed to `remember`. */
+  /**
+   * The invalidations of an extract seen so far, and the times any may have been missed (a listener lost,
+   * an own event not heard, an event not understood): read before a fetch, passed to `remember`, which
+   * fills the LRU only while it stands. A loss counts for every extract, known yet or not.
+   */
   generation(tenantId: string, extractKey: string): number {
-    return this.generations.get(`${tenantId}\u0001${extractKey}`) ?? 0;
+    return this.losses * 2 ** 32 + (this.generations.get(`${tenantId}\u0001${extractKey}`) ?? 0);
   }
 
   /**
@@ -123,7 +126,7 @@ export class CacheStore {
    * fresh still while the mark stands (until its TTL).
    */
   invalidationMark(tenantId: string, extractKey: string): string | undefined {
-    return this.coherent ? `${this.losses}.${this.generation(tenantId, extractKey)}` : undefined;
+    return this.coherent ? String(this.generation(tenantId, extractKey)) : undefined;
   }
 
   /** Whether data fetched then is still within the TTL. */
@@ -139,10 +142,10 @@ export class CacheStore {
     return { points: e.points, fetchedAt: e.fetchedAt, stale: false };
   }
 
-  /** Fills the LRU, unless an invalidation of the extract arrived since generation `gen` was read. */
+  /** Fills the LRU, unless an invalidation of the extract arrived (or may have been missed) since generation `gen` was read. */
   remember(tenantId: string, extractKey: string, s: SubjectKey, points: DataPoint[], fetchedAt: Date, gen: number): void {
     if (!this.lru || !this.coherent || s.identifier === null) return;
-    // The data was read before that invalidation: it may be older than it.
+    // The data was read before that invalidation, or before a loss: it may be older than a change.
     if (this.generation(tenantId, extractKey) !== gen) return;
     this.lru.set(cacheKey(tenantId, extractKey, s.id), { identifier: s.identifier, points, fetchedAt });
   }
