@@ -101,7 +101,7 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
   const line = text
     .split('\n')
     .find((l) => l.startsWith(`${name}{`) && Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)));
-  return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
+  return line ? Number(line.slice(line.lastIndexOf(' ') + 1).replace('+Inf', 'Infinity')) : 0;
 }
 
 const reads = async (i: Instance, target: string, reason: string) => sample(await i.metrics(), 'db_reads_total', { target, reason });
@@ -209,6 +209,36 @@ describe('read replicas (P151, P152)', () => {
       }
     } finally {
       await c.close();
+    }
+  });
+
+  it("the lag bound holds while the primary's request pool is saturated: the probe has a connection of its own", async () => {
+    const s = await startInstance(a.url, { DATABASE_POOL_SIZE: '1', DATABASE_REPLICA_MAX_LAG_MS: '300' });
+    const locker = new pg.Client({ connectionString: cluster.primaryUrl });
+    await locker.connect();
+    try {
+      const [onS] = (await tenant(undefined, [s])).on;
+      await cluster.caughtUp();
+      await until('no lag', async () => sample(await s.metrics(), 'db_replica_lag_seconds') === 0);
+      await cluster.pauseReplay();
+      // A write waits on a lock with the pool's one connection: the request pool has none to give.
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE subject IN ACCESS EXCLUSIVE MODE');
+      const held = onS!.post(UPSERT, { CustomFieldValues: [sv('employeeNumber', 'String', 'P-1'), sv('fullName', 'String', 'Po Ol')] });
+      await until('the write waits on the lock', async () => {
+        const { rows } = await locker.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'ssdi' AND wait_event_type = 'Lock'`,
+        );
+        return rows[0].n > 0;
+      });
+      await cluster.onPrimary('CREATE TABLE IF NOT EXISTS test_lag (at timestamptz); INSERT INTO test_lag VALUES (now())');
+      await until('the lag past the bound shows', async () => sample(await s.metrics(), 'db_replica_lag_seconds') > 0.3);
+      await locker.query('ROLLBACK');
+      expect((await held).status).toBe(201);
+    } finally {
+      await locker.end();
+      await cluster.resumeReplay();
+      await s.close();
     }
   });
 
