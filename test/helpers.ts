@@ -6,9 +6,10 @@ import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { type KyselyPlugin, sql } from 'kysely';
-import { type DestinationStream, pino } from 'pino';
+import { type DestinationStream, type Logger, pino } from 'pino';
 import { expect, inject } from 'vitest';
-import { buildApp } from '../src/app/app.js';
+import { type App, buildApp } from '../src/app/app.js';
+import { openMigratedDatabase } from '../src/app/runtime.js';
 import { type Config, loadConfig } from '../src/core/config.js';
 import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db/database.js';
 import type { TokenService } from '../src/domains/auth/index.js';
@@ -85,38 +86,53 @@ export async function openTestDatabase(
 }
 
 /**
- * Starts the real HTTP app on an ephemeral loopback port over a fresh database. The port is bound
- * before the app is built so PUBLIC_URL (the token issuer) is the address clients really use.
+ * An HTTP server on an ephemeral loopback port, bound before the app is built so PUBLIC_URL (the token issuer)
+ * is the address clients really use. `serve` puts the app on it: the TestApp's close() ends the server, the
+ * app, then `closeDb`; `release` frees the port when no app comes.
+ */
+async function listening() {
+  const { server, serve, upgrade } = createAppServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const release = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  return {
+    url,
+    release,
+    serve: (built: App, config: Config, handle: TestApp['handle'], closeDb: () => Promise<void>): TestApp => {
+      serve(built.app);
+      upgrade(built.upgrade);
+      return {
+        url,
+        config,
+        handle,
+        tokens: built.tokens,
+        drain: built.drain,
+        close: async () => {
+          server.closeAllConnections();
+          await release();
+          await built.close();
+          await closeDb();
+        },
+      };
+    },
+  };
+}
+
+/**
+ * Starts the real HTTP app on an ephemeral loopback port over a fresh database.
  * `logStream` receives the app's log lines (at LOG_LEVEL, silent by default) instead of stdout.
  */
 export async function startApp(
   env: Record<string, string> = {},
   opts: { plugins?: KyselyPlugin[]; logStream?: DestinationStream } = {},
 ): Promise<TestApp> {
-  const { server, serve, upgrade } = createAppServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { url, serve } = await listening();
   const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: url, DATA_DIR: '/nonexistent', ...env });
   const handle = await openTestDatabase({ preparedStatements: config.DATABASE_PREPARED_STATEMENTS });
   const appDb = (opts.plugins ?? []).reduce((db, p) => db.withPlugin(p), handle.db);
   const logger = opts.logStream ? pino({ level: config.LOG_LEVEL }, opts.logStream) : pino({ level: config.LOG_LEVEL });
   const built = await buildApp({ config, db: appDb, logger, listen: handle.listen, poolStats: handle.poolStats });
-  const { app, tokens } = built;
-  serve(app);
-  upgrade(built.upgrade);
-  return {
-    url,
-    config,
-    handle,
-    tokens,
-    drain: built.drain,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await built.close();
-      await handle.dispose();
-    },
-  };
+  return serve(built, config, handle, () => handle.dispose());
 }
 
 /**
@@ -124,9 +140,7 @@ export async function startApp(
  * listener connection, on PGlite (one process only) sharing the embedded database.
  */
 export async function startPeer(first: TestApp, env: Record<string, string> = {}): Promise<TestApp> {
-  const { server, serve, upgrade } = createAppServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { serve } = await listening();
   // Instances behind one public URL: tokens of one are valid on the other.
   const asEnv = Object.fromEntries(
     Object.entries(first.config)
@@ -151,21 +165,29 @@ export async function startPeer(first: TestApp, env: Record<string, string> = {}
     listen: handle.listen,
     poolStats: handle.poolStats,
   });
-  serve(built.app);
-  upgrade(built.upgrade);
-  return {
-    url,
-    config,
-    handle,
-    tokens: built.tokens,
-    drain: built.drain,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await built.close();
-      if (handle !== first.handle) await handle.close();
-    },
-  };
+  return serve(built, config, handle, async () => {
+    if (handle !== first.handle) await handle.close();
+  });
+}
+
+/**
+ * An instance started as server.ts starts one: openMigratedDatabase over env's DATABASE_URL & co. PUBLIC_URL
+ * is `publicUrl` (a peer's, so tokens are shared) or the instance's own address; `logger` gets the app's and
+ * the database's lines (at LOG_LEVEL, silent by default). The port is released if the database fails to open.
+ */
+export async function startServerInstance(
+  env: Record<string, string>,
+  opts: { logger?: Logger; publicUrl?: string } = {},
+): Promise<TestApp> {
+  const { url, release, serve } = await listening();
+  const config = loadConfig({ NODE_ENV: 'test', LOG_LEVEL: 'silent', PUBLIC_URL: opts.publicUrl ?? url, DATA_DIR: '/nonexistent', ...env });
+  const logger = opts.logger ?? pino({ level: config.LOG_LEVEL });
+  const handle = await openMigratedDatabase(config, logger).catch(async (e: unknown) => {
+    await release();
+    throw e;
+  });
+  const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen, poolStats: handle.poolStats });
+  return serve(built, config, handle, () => handle.close());
 }
 
 export const FULL_CLIENT = {

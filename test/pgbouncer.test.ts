@@ -1,16 +1,13 @@
-import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../src/app/app.js';
 import { openMigratedDatabase } from '../src/app/runtime.js';
 import { ConfigError, loadConfig } from '../src/core/config.js';
 import { expectedErrorOf, faultOf } from '../src/db/faults.js';
 import { settleRoleSettings, withDirectDatabase } from '../src/db/pooler.js';
-import { createAppServer } from '../src/http/app-server.js';
 import { type DataTenant, FakeProvider, createDataTenant, eventually } from './fake-provider.js';
-import { ApiClient, type ApiResponse, type TestApp, openTestDatabase, pool } from './helpers.js';
+import { ApiClient, type ApiResponse, type TestApp, openTestDatabase, pool, startServerInstance } from './helpers.js';
 import { Subscriber } from './live-updates.js';
 import { type PgBouncer, startPgBouncer } from './pgbouncer.js';
 
@@ -44,14 +41,9 @@ const subscribers: Subscriber[] = [];
  * default the shared one), its LISTEN on `db.direct`; its warnings kept.
  */
 async function startInstance(publicUrl?: string, db?: { pooled: string; direct: string }): Promise<Instance> {
-  const { server, serve, upgrade } = createAppServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const config = loadConfig({
-    NODE_ENV: 'test',
-    DATA_DIR: '/nonexistent',
-    // Instances behind one public URL: tokens of one are valid on the others.
-    PUBLIC_URL: publicUrl ?? url,
+  const logs: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => void logs.push(line) });
+  const env = {
     DATABASE_URL: db?.pooled ?? bouncer.url,
     DATABASE_POOLER: 'transaction',
     DATABASE_LISTEN_URL: db?.direct ?? clone.url!,
@@ -61,29 +53,9 @@ async function startInstance(publicUrl?: string, db?: { pooled: string; direct: 
     DATABASE_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS),
     DATABASE_CONNECT_TIMEOUT_MS: '1000',
     PROVIDER_BACKOFF_MS: '1',
-  });
-  const logs: string[] = [];
-  const logger = pino({ level: 'warn' }, { write: (line: string) => void logs.push(line) });
-  const handle = await openMigratedDatabase(config, logger).catch(async (e: unknown) => {
-    await new Promise((resolve) => server.close(resolve));
-    throw e;
-  });
-  const built = await buildApp({ config, db: handle.db, logger, listen: handle.listen, poolStats: handle.poolStats });
-  serve(built.app);
-  upgrade(built.upgrade);
-  return {
-    url,
-    config,
-    handle,
-    tokens: built.tokens,
-    logs,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await built.close();
-      await handle.close();
-    },
   };
+  // Instances behind one public URL: tokens of one are valid on the others.
+  return { ...(await startServerInstance(env, { logger, publicUrl })), logs };
 }
 
 /** PostgreSQL's sessions of the test database, by application_name (PgBouncer's server connections carry their clients' `ssdi`). */
@@ -98,6 +70,30 @@ async function sessions(): Promise<{ listeners: number[]; pooled: number }> {
       .sort(),
     pooled: rows.filter((r) => r.application_name !== 'ssdi-listener').length,
   };
+}
+
+/**
+ * `text`'s row on each of PgBouncer's SERVER_POOL server connections: as many clients in a transaction at
+ * once as it has server connections, so each holds another one.
+ */
+async function onEveryServerConnection<R extends pg.QueryResultRow>(text: string): Promise<R[]> {
+  const clients = await Promise.all(
+    Array.from({ length: SERVER_POOL }, async () => {
+      const c = new pg.Client(bouncer.url);
+      c.on('error', () => {});
+      await c.connect();
+      await c.query('BEGIN');
+      return c;
+    }),
+  );
+  return Promise.all(
+    clients.map(async (c) => {
+      const { rows } = await c.query<R>(text);
+      await c.query('COMMIT');
+      await c.end();
+      return rows[0]!;
+    }),
+  );
 }
 
 async function subscribe(on: Instance): Promise<Subscriber> {
@@ -222,25 +218,8 @@ describe('three instances behind PgBouncer in transaction mode', () => {
          AND setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())`,
     );
     expect(rows[0]?.settings.sort()).toEqual([`pg_trgm.word_similarity_threshold=0.3`, `statement_timeout=${TIMEOUT_MS}`]);
-    // As many clients in a transaction at once as PgBouncer has server connections: each holds another one.
-    const clients = await Promise.all(
-      Array.from({ length: SERVER_POOL }, async () => {
-        const c = new pg.Client(bouncer.url);
-        c.on('error', () => {});
-        await c.connect();
-        await c.query('BEGIN');
-        return c;
-      }),
-    );
-    const seen = await Promise.all(
-      clients.map(async (c) => {
-        const { rows } = await c.query(
-          `SELECT pg_backend_pid() AS pid, current_setting('statement_timeout') AS timeout, current_setting('pg_trgm.word_similarity_threshold', true) AS threshold`,
-        );
-        await c.query('COMMIT');
-        await c.end();
-        return rows[0] as { pid: number; timeout: string; threshold: string };
-      }),
+    const seen = await onEveryServerConnection<{ pid: number; timeout: string; threshold: string }>(
+      `SELECT pg_backend_pid() AS pid, current_setting('statement_timeout') AS timeout, current_setting('pg_trgm.word_similarity_threshold', true) AS threshold`,
     );
     expect(new Set(seen.map((s) => s.pid)).size).toBe(SERVER_POOL);
     expect(seen.map(({ timeout, threshold }) => ({ timeout, threshold }))).toEqual(
@@ -335,25 +314,9 @@ describe('three instances behind PgBouncer in transaction mode', () => {
     expect(most).toBeLessThanOrEqual(SERVER_POOL);
     expect(mostOnServer).toBeLessThanOrEqual(SERVER_POOL);
     // P148: no named statement reached a server connection, though DATABASE_PREPARED_STATEMENTS is on. Every
-    // server connection PgBouncer holds, each in a transaction of its own, lists its session's statements.
-    const clients = await Promise.all(
-      Array.from({ length: SERVER_POOL }, async () => {
-        const c = new pg.Client(bouncer.url);
-        c.on('error', () => {});
-        await c.connect();
-        await c.query('BEGIN');
-        return c;
-      }),
-    );
-    const prepared = await Promise.all(
-      clients.map(async (c) => {
-        const { rows } = await c.query<{ pid: number; names: string[] }>(
-          'SELECT pg_backend_pid() AS pid, ARRAY(SELECT name FROM pg_prepared_statements) AS names',
-        );
-        await c.query('COMMIT');
-        await c.end();
-        return rows[0]!;
-      }),
+    // server connection PgBouncer holds lists its session's statements.
+    const prepared = await onEveryServerConnection<{ pid: number; names: string[] }>(
+      'SELECT pg_backend_pid() AS pid, ARRAY(SELECT name FROM pg_prepared_statements) AS names',
     );
     expect(new Set(prepared.map((p) => p.pid)).size).toBe(SERVER_POOL);
     expect(prepared.flatMap((p) => p.names)).toEqual([]);

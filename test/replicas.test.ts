@@ -1,15 +1,11 @@
 import { rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { AddressInfo } from 'node:net';
 import pg from 'pg';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../src/app/app.js';
 import { applyTenantFilePath, openMigratedDatabase } from '../src/app/runtime.js';
 import { loadConfig } from '../src/core/config.js';
-import { createAppServer } from '../src/http/app-server.js';
-import { ApiClient, FULL_CLIENT, pool, tenantConfig } from './helpers.js';
+import { ApiClient, FULL_CLIENT, pool, startServerInstance, tenantConfig } from './helpers.js';
 import { type ReplicaCluster, startReplicaCluster } from './replica-cluster.js';
 
 // Reads on a streaming replica, each tenant's own writes read back (P151, P152, P153): a primary and a hot
@@ -30,41 +26,18 @@ let b: Instance;
  * false; `publicUrl`: a peer's (shared tokens); `env`: more settings.
  */
 async function startInstance(publicUrl?: string, env: Record<string, string> = {}, replicas = true): Promise<Instance> {
-  const { server, serve, upgrade } = createAppServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const config = loadConfig({
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'silent',
-    PUBLIC_URL: publicUrl ?? url,
-    DATA_DIR: '/nonexistent',
-    DATABASE_URL: cluster.primaryUrl,
-    ...(replicas ? { DATABASE_REPLICA_URL: cluster.replicaUrl } : {}),
-    DATABASE_REPLICA_PROBE_MS: '50',
-    // Paused replay makes the replica lag for the length of a test: left in, so it is left out only by the floor.
-    DATABASE_REPLICA_MAX_LAG_MS: '600000',
-    ...env,
-  });
-  const handle = await openMigratedDatabase(config);
-  const built = await buildApp({
-    config,
-    db: handle.db,
-    logger: pino({ level: 'silent' }),
-    listen: handle.listen,
-    poolStats: handle.poolStats,
-  });
-  serve(built.app);
-  upgrade(built.upgrade);
-  return {
-    url,
-    metrics: async () => (await fetch(`${url}/metrics`)).text(),
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      await built.close();
-      await handle.close();
+  const app = await startServerInstance(
+    {
+      DATABASE_URL: cluster.primaryUrl,
+      ...(replicas ? { DATABASE_REPLICA_URL: cluster.replicaUrl } : {}),
+      DATABASE_REPLICA_PROBE_MS: '50',
+      // Paused replay makes the replica lag for the length of a test: left in, so it is left out only by the floor.
+      DATABASE_REPLICA_MAX_LAG_MS: '600000',
+      ...env,
     },
-  };
+    { publicUrl },
+  );
+  return { url: app.url, metrics: async () => (await fetch(`${app.url}/metrics`)).text(), close: app.close };
 }
 
 /** Applies a tenant file as `npm run tenant:apply` does (its read floor recorded, P153). */
@@ -106,6 +79,40 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 
 const reads = async (i: Instance, target: string, reason: string) => sample(await i.metrics(), 'db_reads_total', { target, reason });
 
+/** Waits until `read` through instance `i` runs on its replica. */
+const untilReadOnReplica = (i: Instance, read: () => Promise<unknown>) =>
+  until('a read on the replica', async () => {
+    const before = await reads(i, 'replica', 'replayed');
+    await read();
+    return (await reads(i, 'replica', 'replayed')) > before;
+  });
+
+/** Four workers reading subject `id` over REST and GraphQL until stop(): the failures met, the reads served. */
+function readLoad(api: ApiClient, id: string): { failures: string[]; served(): number; stop(): Promise<void> } {
+  const failures: string[] = [];
+  let load = true;
+  let served = 0;
+  const workers = pool([1, 2, 3, 4], 4, async () => {
+    while (load) {
+      const [r, g] = await Promise.all([
+        api.get(`/api/v2/subject/${id}`),
+        api.gql('query($id: ID!) { subject(id: $id) { externalId } }', { id }),
+      ]);
+      if (r.status !== 200) failures.push(`GET ${r.status} ${JSON.stringify(r.body)}`);
+      if (g.status !== 200 || g.body.errors) failures.push(`GraphQL ${g.status} ${JSON.stringify(g.body)}`);
+      served += 2;
+    }
+  });
+  return {
+    failures,
+    served: () => served,
+    stop: async () => {
+      load = false;
+      await workers;
+    },
+  };
+}
+
 async function until(what: string, done: () => Promise<boolean>): Promise<void> {
   for (let i = 0; i < 500; i++) {
     if (await done()) return;
@@ -136,11 +143,7 @@ describe('read replicas (P151, P152)', () => {
     const { onA } = await tenant();
     await cluster.caughtUp();
     // The probe has seen the replica replay the tenant's floor once one read goes there.
-    await until('a read on the replica', async () => {
-      const before = await reads(a, 'replica', 'replayed');
-      await onA.get('/api/v2/subject?First=10');
-      return (await reads(a, 'replica', 'replayed')) > before;
-    });
+    await untilReadOnReplica(a, () => onA.get('/api/v2/subject?First=10'));
     const before = await reads(a, 'replica', 'replayed');
     for (let i = 0; i < 5; i++) {
       const r = await onA.get('/api/v2/subject?First=10');
@@ -167,11 +170,7 @@ describe('read replicas (P151, P152)', () => {
     expect(created.status).toBe(201);
     const id = created.body.internalId as string;
     await cluster.caughtUp();
-    await until('a read on the replica', async () => {
-      const before = await reads(a, 'replica', 'replayed');
-      await onA.get(`/api/v2/subject/${id}`);
-      return (await reads(a, 'replica', 'replayed')) > before;
-    });
+    await untilReadOnReplica(a, () => onA.get(`/api/v2/subject/${id}`));
     await cluster.pauseReplay();
     try {
       // No floor raised: the tenant's reads stay on the replica, which has not replayed this.
@@ -190,11 +189,7 @@ describe('read replicas (P151, P152)', () => {
     try {
       const [onC] = (await tenant(undefined, [c])).on;
       await cluster.caughtUp();
-      await until('a read on the replica', async () => {
-        const before = await reads(c, 'replica', 'replayed');
-        await onC!.get('/api/v2/subject?First=10');
-        return (await reads(c, 'replica', 'replayed')) > before;
-      });
+      await untilReadOnReplica(c, () => onC!.get('/api/v2/subject?First=10'));
       await cluster.pauseReplay();
       try {
         // The primary moves on (written directly: no floor); the paused replica's lag passes the bound.
@@ -344,28 +339,14 @@ describe('read replicas (P151, P152)', () => {
     });
     expect(created.status).toBe(201);
     const id = created.body.internalId as string;
-    const failures: string[] = [];
-    let load = true;
-    let served = 0;
-    const worker = async () => {
-      while (load) {
-        const [r, g] = await Promise.all([
-          onA.get(`/api/v2/subject/${id}`),
-          onA.gql('query($id: ID!) { subject(id: $id) { externalId } }', { id }),
-        ]);
-        if (r.status !== 200) failures.push(`GET ${r.status} ${JSON.stringify(r.body)}`);
-        if (g.status !== 200 || g.body.errors) failures.push(`GraphQL ${g.status} ${JSON.stringify(g.body)}`);
-        served += 2;
-      }
-    };
-    const workers = pool([1, 2, 3, 4], 4, worker);
+    const load = readLoad(onA, id);
     try {
-      await until('load under way', async () => served > 20);
+      await until('load under way', async () => load.served() > 20);
       // P154: statements cut under way run again on the primary; the probe then marks the replica down.
       await cluster.stopReplica();
       await until('the replica down in /metrics', async () => sample(await a.metrics(), 'db_replica_up') === 0);
-      const whileDown = served;
-      await until('reads served from the primary meanwhile', async () => served > whileDown + 20);
+      const whileDown = load.served();
+      await until('reads served from the primary meanwhile', async () => load.served() > whileDown + 20);
       expect(await reads(a, 'primary', 'down')).toBeGreaterThan(0);
       await cluster.startReplica();
       await cluster.caughtUp();
@@ -373,10 +354,9 @@ describe('read replicas (P151, P152)', () => {
       const back = await reads(a, 'replica', 'replayed');
       await until('reads back on the replica', async () => (await reads(a, 'replica', 'replayed')) > back + 10);
     } finally {
-      load = false;
-      await workers;
+      await load.stop();
     }
-    expect(failures).toEqual([]);
+    expect(load.failures).toEqual([]);
   });
 
   it('a hung replica (SIGSTOP) costs no request: its statements time out and run on the primary, and close() ends', async () => {
@@ -391,37 +371,18 @@ describe('read replicas (P151, P152)', () => {
       expect(created.status).toBe(201);
       const id = created.body.internalId as string;
       await cluster.caughtUp();
-      await until('a read on the replica', async () => {
-        const before = await reads(h, 'replica', 'replayed');
-        await onH!.get(`/api/v2/subject/${id}`);
-        return (await reads(h, 'replica', 'replayed')) > before;
-      });
-      const failures: string[] = [];
-      let load = true;
-      let served = 0;
-      const worker = async () => {
-        while (load) {
-          const [r, g] = await Promise.all([
-            onH!.get(`/api/v2/subject/${id}`),
-            onH!.gql('query($id: ID!) { subject(id: $id) { externalId } }', { id }),
-          ]);
-          if (r.status !== 200) failures.push(`GET ${r.status} ${JSON.stringify(r.body)}`);
-          if (g.status !== 200 || g.body.errors) failures.push(`GraphQL ${g.status} ${JSON.stringify(g.body)}`);
-          served += 2;
-        }
-      };
-      const workers = pool([1, 2, 3, 4], 4, worker);
+      await untilReadOnReplica(h, () => onH!.get(`/api/v2/subject/${id}`));
+      const load = readLoad(onH!, id);
       try {
-        await until('load under way', async () => served > 20);
+        await until('load under way', async () => load.served() > 20);
         await cluster.freezeReplica();
         await until('the replica down in /metrics', async () => sample(await h.metrics(), 'db_replica_up') === 0);
-        const whileDown = served;
-        await until('reads served from the primary meanwhile', async () => served > whileDown + 20);
+        const whileDown = load.served();
+        await until('reads served from the primary meanwhile', async () => load.served() > whileDown + 20);
       } finally {
-        load = false;
-        await workers;
+        await load.stop();
       }
-      expect(failures).toEqual([]);
+      expect(load.failures).toEqual([]);
       // Still frozen: closing waits for no answer of the replica.
       await h.close();
       closed = true;
