@@ -10,9 +10,10 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import type { LoadSpec } from './load.js';
 import { freePort, peakRss, resetPeakRss, spawnPinned, waitForHttp, workerNodePid } from './processes.js';
-import { type Measured, type PeerResult, type PeersReport, failures } from './report.js';
+import { type Measured, type PeerResult, type PeersReport, type SameInformation, failures } from './report.js';
 import type { BenchDatabase } from './seed.js';
 import { REPO, SERVER_CORE, baseEnv } from './service.js';
 
@@ -25,7 +26,12 @@ export function peerRequests(tenantId: string): Omit<PeerResult, 'measured' | 'a
     `{ allSubjects(first: 20, condition: { tenantId: ${JSON.stringify(tenantId)} }) { ${count ? 'totalCount ' : ''}` +
     'pageInfo { hasNextPage hasPreviousPage startCursor endCursor } nodes { rowId externalId values } } }';
   return [
-    { id: 'pg-list', title: 'PostGraphile allSubjects(first: 20), no totalCount', query: list(false), compareWith: ['gql-20-nocount'] },
+    {
+      id: 'pg-list',
+      title: 'PostGraphile allSubjects(first: 20), no totalCount',
+      query: list(false),
+      compareWith: ['gql-20-same', 'gql-20-nocount'],
+    },
     {
       id: 'pg-list-count',
       title: 'PostGraphile allSubjects(first: 20) with totalCount',
@@ -78,6 +84,60 @@ async function checkAnswer(url: string, query: string, tenantId: string, subject
   return Buffer.byteLength(measured.text);
 }
 
+/** A page's subjects as the information both servers carry: ids, and each field key's value texts in order. */
+type Info = { rowId: string; externalId: string | null; values: Record<string, string[]> };
+
+/** The service's `gql-20-same` answer read as Info (its value texts are D7's canonical `String(value)`). */
+function serviceInfo(answer: string): Info[] {
+  const edges: any[] = JSON.parse(answer)?.data?.subjects?.edges ?? [];
+  return edges.map(({ node }) => ({
+    rowId: node.subjectId,
+    externalId: node.externalId,
+    values: Object.fromEntries(
+      (node.customFieldValues as any[])
+        .filter((v) => v.values.length > 0)
+        .map((v) => [v.field.key, v.values.map((x: { valueText: string }) => x.valueText)]),
+    ),
+  }));
+}
+
+/** PostGraphile's node read as Info: its `values` column is the stored JSON (arrays for array fields). */
+const peerInfo = (node: any): Info => ({
+  rowId: node.rowId,
+  externalId: node.externalId,
+  values: Object.fromEntries(
+    Object.entries(node.values as Record<string, unknown>)
+      .filter(([, v]) => v !== null && !(Array.isArray(v) && v.length === 0))
+      .map(([k, v]) => [k, (Array.isArray(v) ? v : [v]).map(String)]),
+  ),
+});
+
+/**
+ * Whether the service's "same information" page carries what PostGraphile's list does for the same
+ * subjects: PostGraphile orders its page by primary key, the service by ExternalId, so the service's 20
+ * subjects are looked up in PostGraphile by primary key and compared field by field.
+ */
+async function checkSameInformation(url: string, tenantId: string, answer: string): Promise<SameInformation> {
+  const theirs = serviceInfo(answer);
+  const pageInfo = JSON.parse(answer)?.data?.subjects?.pageInfo;
+  const lookups = theirs.map(
+    (s, i) =>
+      `s${i}: subjectByTenantIdAndRowId(tenantId: ${JSON.stringify(tenantId)}, rowId: ${JSON.stringify(s.rowId)}) { rowId externalId values }`,
+  );
+  const res = await post(url, `{ ${lookups.join(' ')} }`);
+  const data = JSON.parse(res.text)?.data ?? {};
+  const differing = theirs.filter((s, i) => !data[`s${i}`] || !isDeepStrictEqual(peerInfo(data[`s${i}`]), s));
+  const holds = theirs.length === 20 && typeof pageInfo?.hasNextPage === 'boolean' && differing.length === 0;
+  return {
+    holds,
+    subjects: theirs.length,
+    detail: holds
+      ? `the same ${theirs.length} subjects' ids and values, looked up in PostGraphile by primary key`
+      : `${theirs.length} subjects, ${differing.length} differing from PostGraphile's (first: ${differing[0]?.rowId ?? 'none'})`,
+    serviceBytes: Buffer.byteLength(answer),
+  };
+}
+
 /**
  * Starts PostGraphile pinned to the server core on the bench database, checks each list's answer, and
  * measures each with `measure` (the harness's load run: same generator, connections and durations as
@@ -90,6 +150,8 @@ export async function runPeer(opts: {
   logFile: string;
   measure: (spec: Pick<LoadSpec, 'url' | 'method' | 'path' | 'headers' | 'body' | 'checkGraphqlErrors'>) => Promise<Measured>;
   log: (line: string) => void;
+  /** The service's `gql-20-same` answer from the capture, checked against PostGraphile's information. */
+  sameInformationAnswer?: string;
 }): Promise<PeersReport> {
   const version = (JSON.parse(readFileSync(POSTGRAPHILE, 'utf8')) as { version: string }).version;
   const server = `PostGraphile ${version} (amber preset, node ${process.version})`;
@@ -106,6 +168,11 @@ export async function runPeer(opts: {
     await waitForHttp(`${url}/readyz`, proc);
     const pid = workerNodePid(proc.pid);
     const results: PeerResult[] = [];
+    let sameInformation: SameInformation | undefined;
+    if (opts.sameInformationAnswer !== undefined) {
+      sameInformation = await checkSameInformation(url, opts.tenantId, opts.sameInformationAnswer);
+      opts.log(`  same information: ${sameInformation.holds ? 'yes' : 'NO'}: ${sameInformation.detail}`);
+    }
     for (const req of peerRequests(opts.tenantId)) {
       const answerBytes = await checkAnswer(url, req.query, opts.tenantId, opts.subjects);
       resetPeakRss(pid);
@@ -121,10 +188,10 @@ export async function runPeer(opts: {
       results.push({ ...req, measured, answerBytes });
       const failed = failures(measured);
       opts.log(
-        `  ${req.id.padEnd(18)} ${measured.rps.toFixed(0).padStart(7)} req/s  p50 ${measured.p50} ms  p99 ${measured.p99} ms  RSS ${(measured.peakRssBytes / 2 ** 20).toFixed(0)} MB${failed ? `  FAILED ${failed}` : ''}`,
+        `  ${req.id.padEnd(18)} ${measured.rps.toFixed(0).padStart(7)} req/s  p50 ${measured.p50} ms  p99 ${measured.p99} ms  RSS ${(measured.peakRssBytes / 2 ** 20).toFixed(0)} MB  ${answerBytes} bytes${failed ? `  FAILED ${failed}` : ''}`,
       );
     }
-    return { server, results };
+    return { server, results, ...(sameInformation ? { sameInformation } : {}) };
   } finally {
     await proc.stop();
   }

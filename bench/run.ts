@@ -17,7 +17,8 @@
  * 6. The tables are printed and the numbers written to bench/results/<date>[-<BENCH_LABEL>]-<db>.json.
  *
  * `--peers` (`npm run bench:peers`): only the list scenarios (LIST_SCENARIOS) for B0, B1, PostGraphile and
- * the service; no half-rate run, no noisy neighbour, no dashboards; bench/results/<date>-peers[-<label>]-<db>.json.
+ * the service (the targets' lists also at half their maximum rate); no noisy neighbour, no dashboards;
+ * bench/results/<date>-peers[-<label>]-<db>.json.
  *
  * Environment: BENCH_SUBJECTS (100000), BENCH_DURATION (8 s), BENCH_WARMUP (1 s), BENCH_LATENCY_DURATION
  * (3 s), BENCH_CONNECTIONS (32), BENCH_LABEL, BENCH_PROVIDER_LATENCY_MS (20), BENCH_EXPLAIN (print the
@@ -66,7 +67,7 @@ import {
   markdown,
   writeReport,
 } from './report.js';
-import { LIST_SCENARIOS, MISS_CHECKS, type Scenario, missCheckCursors } from './scenarios.js';
+import { HALF_RATE_LISTS, LIST_SCENARIOS, MISS_CHECKS, type Scenario, missCheckCursors } from './scenarios.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
 import {
   LOAD_CORE,
@@ -319,6 +320,7 @@ async function main() {
         logFile: path.join(workDir, 'postgraphile.log'),
         measure: (spec) => load({ ...spec, connections: CONNECTIONS, durationSec: DURATION, warmupSec: WARMUP }),
         log,
+        ...(captured.has('gql-20-same') ? { sameInformationAnswer: captured.get('gql-20-same')!.body } : {}),
       });
     } catch (e) {
       if (stoppingSignal()) throw e;
@@ -336,7 +338,7 @@ async function main() {
   } = await startService(start, bench, { name: 'service', logFile: path.join(workDir, 'service.log') });
   const auth = await bearer(url, TENANT_KEY, CLIENT);
 
-  let halfRate: HalfRate | undefined;
+  const halfRates: Record<string, HalfRate> = {};
   for (const sc of scenarios) {
     const r = results.get(sc.id)!;
     const pages = sc.variant?.kind === 'pages' ? sc.variant.cursors.length : undefined;
@@ -387,7 +389,7 @@ async function main() {
       r.oneConnection = one;
       log(`  ${''.padEnd(18)} 1 connection: p50 ${one.p50} ms  p99 ${one.p99} ms`);
     }
-    if (sc.id === 'rest-list' && !PEERS_ONLY) {
+    if (HALF_RATE_LISTS.includes(sc.id)) {
       // The same list at a fixed rate of half the measured maximum: the latency spread below saturation.
       const rate = Math.max(1, Math.floor(m.rps / 2));
       resetPeakRss(servicePid);
@@ -396,9 +398,9 @@ async function main() {
       h.peakRssBytes = peakRss(servicePid);
       // Whether a full collection fell in the run (or its 1 s warm-up) decides its p99 (P76): reported beside it.
       const gc = collectionsBetween(gc0, await collections(url));
-      halfRate = { rate, result: h, ...(gc ? { collections: gc } : {}) };
+      halfRates[sc.id] = { rate, result: h, ...(gc ? { collections: gc } : {}) };
       log(
-        `  ${'rest-list @ half'.padEnd(18)} ${h.rps.toFixed(0).padStart(7)} req/s  p50 ${h.p50} ms  p99 ${h.p99} ms` +
+        `  ${''.padEnd(18)} at half (${rate} req/s): ${h.rps.toFixed(0).padStart(7)} req/s  p50 ${h.p50} ms  p99 ${h.p99} ms` +
           (gc
             ? `  full collections ${gc.major} (paused ${gc.majorMs.toFixed(0)} ms), scavenges ${gc.minor} (${gc.minorMs.toFixed(0)} ms)`
             : ''),
@@ -462,7 +464,8 @@ async function main() {
   // 6. Report.
   const list = [...results.values()];
   // bench:peers runs only the lists: the targets of the scenarios it did not run are left out.
-  const targets = evaluateTargets(list, halfRate, SUBJECTS, peers).filter((t) => !PEERS_ONLY || !t.measured.startsWith('n/a'));
+  const peerArg = { ...(peers ? { peers } : {}), missing: peersSkipped ?? (peersError ? `failed: ${peersError}` : undefined) };
+  const targets = evaluateTargets(list, halfRates, SUBJECTS, peerArg).filter((t) => !PEERS_ONLY || !t.measured.startsWith('n/a'));
   const base: Omit<BenchReport, 'markdown'> = {
     label: LABEL,
     date: new Date().toISOString().slice(0, 10),
@@ -479,7 +482,8 @@ async function main() {
     seedSeconds: Math.round(seedSeconds * 10) / 10,
     runtimeSeconds: 0,
     scenarios: list,
-    ...(halfRate ? { halfRate } : {}),
+    ...(halfRates['rest-list'] ? { halfRate: halfRates['rest-list'] } : {}),
+    halfRates,
     targets,
     ...(noisyNeighbour ? { noisyNeighbour } : {}),
     ...(noisyNeighbourError ? { noisyNeighbourError } : {}),

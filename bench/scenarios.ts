@@ -46,6 +46,13 @@ export const SUBJECT_FIELDS =
 export const GQL_SUBJECTS_20 = `{ subjects(first: 20) { totalCount edges { node { ${SUBJECT_FIELDS} } } } }`;
 /** The same page without totalCount: what PostGraphile's list without totalCount is compared with (issue 19). */
 export const GQL_SUBJECTS_20_NO_COUNT = `{ subjects(first: 20) { edges { node { ${SUBJECT_FIELDS} } } } }`;
+/**
+ * The page with the information PostGraphile's list carries (issue 35): pageInfo, each subject's ids and its
+ * values as field key → value texts; no field descriptors, no totalCount, no per-edge cursor.
+ */
+export const GQL_SUBJECTS_20_SAME_INFO =
+  '{ subjects(first: 20) { pageInfo { hasNextPage hasPreviousPage startCursor endCursor } ' +
+  'edges { node { subjectId externalId customFieldValues { field { key } values { valueText } } } } } }';
 export const GQL_SUBJECTS_100_ENTITIES = `{ subjects(first: 100) { totalCount edges { node { ${SUBJECT_FIELDS} structuralEntities(first: 10) { edges { node { key displayName parentKey depth } } } } } } }`;
 /** 50 subjects from `after` with their 7 data points each (the extract's one page). */
 export const GQL_DATA_POINTS = `query($after: String) { subjects(first: 50, after: $after) { edges { node { externalId dataPoints(extractKey: "${EXTRACT_KEY}", first: 100) { totalCount edges { node { id items { key value } } } } } } } }`;
@@ -69,7 +76,9 @@ export interface ScenarioContext {
 }
 
 /** The list scenarios `npm run bench:peers` runs (the ones PostGraphile's lists are compared with). */
-export const LIST_SCENARIOS = ['rest-list', 'gql-20', 'gql-20-nocount'];
+export const LIST_SCENARIOS = ['rest-list', 'gql-20', 'gql-20-nocount', 'gql-20-same'];
+/** The lists issue 35's targets name, each also run at half its maximum rate (p99 ÷ p50) and held to 200 MB. */
+export const HALF_RATE_LISTS = ['rest-list', 'gql-20-same', 'gql-20-nocount'];
 
 export const SEARCH_TERM = 'Jonh Carpentr';
 export const FILTER = 'customFieldValueFilter.values[grade]=42';
@@ -129,6 +138,14 @@ export function buildScenarios(ctx: ScenarioContext): Scenario[] {
       title: 'GraphQL 20 subjects (no totalCount)',
       shape: 'gqlSubjectsNoCount',
       pageSize: 20,
+    },
+    {
+      ...read,
+      ...gql(GQL_SUBJECTS_20_SAME_INFO),
+      id: 'gql-20-same',
+      title: "GraphQL 20 subjects, PostGraphile's information (no totalCount)",
+      // Compared with PostGraphile's list (the peers' table), not B1: B1 has no shaping for this selection.
+      reference: 'none',
     },
     {
       ...read,
