@@ -11,7 +11,7 @@ import { expect, inject } from 'vitest';
 import { type App, buildApp } from '../src/app/app.js';
 import { openMigratedDatabase } from '../src/app/runtime.js';
 import { type Config, loadConfig } from '../src/core/config.js';
-import { type DatabaseHandle, openDatabase, wrapPglite } from '../src/db/database.js';
+import { type DatabaseHandle, openDatabase, pgliteStartParams, wrapPglite } from '../src/db/database.js';
 import type { TokenService } from '../src/domains/auth/index.js';
 import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
@@ -75,7 +75,10 @@ export async function openTestDatabase(
   }
   const dir = await mkdtemp(path.join(tmpdir(), 'ssdi-test-'));
   await cp(inject('pgliteTemplate'), dir, { recursive: true });
-  const handle = await wrapPglite(await PGlite.create(dir, { extensions: { pg_trgm } }));
+  // As the service opens it (P158): the tests run with its bounded buffer pool.
+  const handle = await wrapPglite(
+    await PGlite.create(dir, { extensions: { pg_trgm }, startParams: pgliteStartParams(PGlite.defaultStartParams) }),
+  );
   return {
     ...handle,
     dispose: async () => {

@@ -39,6 +39,22 @@ describe('the embedded database template (P133)', () => {
     expect(await migrationsIn('new')).toBe(Object.keys(migrations).length);
   });
 
+  // P158: the buffer pool lives in WASM memory that is never returned, so it is bounded at every open.
+  it('opens the embedded database with its bounded buffer pool, from the template, reopened and initialised', async () => {
+    const sharedBuffers = async (name: string, dir = templates) => {
+      const handle = await openDatabase({ dataDir: path.join(root, name), pgliteTemplates: dir });
+      try {
+        const { rows } = await sql<{ shared_buffers: string }>`SHOW shared_buffers`.execute(handle.db);
+        return rows[0]!.shared_buffers;
+      } finally {
+        await handle.close();
+      }
+    };
+    expect(await sharedBuffers('bounded')).toBe('16MB');
+    expect(await sharedBuffers('bounded')).toBe('16MB');
+    expect(await sharedBuffers('bounded-initdb', path.join(root, 'none'))).toBe('16MB');
+  });
+
   it('leaves a data directory that holds a database alone', async () => {
     expect(await migrationsIn('initialised', path.join(root, 'none'))).toBe(0);
     expect(await migrationsIn('initialised')).toBe(0);

@@ -341,7 +341,12 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     const [{ PGlite }, { pg_trgm }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite/contrib/pg_trgm')]);
     const pglite = await openFromPgliteTemplate(
       opts.dataDir,
-      (loadDataDir) => PGlite.create(opts.dataDir, { extensions: { pg_trgm }, ...(loadDataDir ? { loadDataDir } : {}) }),
+      (loadDataDir) =>
+        PGlite.create(opts.dataDir, {
+          extensions: { pg_trgm },
+          startParams: pgliteStartParams(PGlite.defaultStartParams),
+          ...(loadDataDir ? { loadDataDir } : {}),
+        }),
       {
         templates: opts.pgliteTemplates,
         keep: [LOCK],
@@ -358,6 +363,17 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
 }
 
 const LOCK = '.ssdi.lock';
+
+/**
+ * PGlite's PostgreSQL allocates its shared memory inside the WASM linear memory and touches all of it at
+ * start, and that memory is never returned to the system: the default 128MB of shared_buffers alone is
+ * most of an idle instance's resident memory. The data files are read through the operating system's
+ * page cache, which does the caching a server's buffer pool would (P158).
+ */
+const PGLITE_SETTINGS = ['shared_buffers=16MB'];
+
+/** PGlite's start parameters (`defaults`: PGlite.defaultStartParams) with the service's settings. */
+export const pgliteStartParams = (defaults: readonly string[]) => [...defaults, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])];
 
 /** Raised when another live process holds the embedded database. */
 export class DataDirLockedError extends Error {}
