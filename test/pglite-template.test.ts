@@ -1,6 +1,7 @@
-import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/db/database.js';
@@ -77,6 +78,18 @@ describe('the embedded database template (P133)', () => {
     expect(warnings.join('\n')).toMatch(/template cannot be read/);
     // A later start finds a database, not a half-extracted template.
     expect(await migrationsIn('from-broken')).toBe(0);
+  });
+
+  // P159: the template is extracted as it streams, so a cut-off one is only found out at its end.
+  it('initialises the database as without a template when the template is cut off, with a warning', async () => {
+    const cut = path.join(root, 'cut');
+    await mkdir(cut);
+    const tar = gunzipSync(await readFile(template));
+    await writeFile(path.join(cut, path.basename(template)), gzipSync(tar.subarray(0, Math.floor(tar.length / 2) + 100)));
+    const warnings: string[] = [];
+    expect(await migrationsIn('from-cut', cut, warnings)).toBe(0);
+    expect(warnings.join('\n')).toMatch(/template cannot be read/);
+    expect(await migrationsIn('from-cut')).toBe(0);
   });
 
   it('takes a data directory a load stopped in half-way for no database, and loads the template again', async () => {

@@ -341,12 +341,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<DatabaseHandl
     const [{ PGlite }, { pg_trgm }] = await Promise.all([import('@electric-sql/pglite'), import('@electric-sql/pglite/contrib/pg_trgm')]);
     const pglite = await openFromPgliteTemplate(
       opts.dataDir,
-      (loadDataDir) =>
-        PGlite.create(opts.dataDir, {
-          extensions: { pg_trgm },
-          startParams: pgliteStartParams(PGlite.defaultStartParams),
-          ...(loadDataDir ? { loadDataDir } : {}),
-        }),
+      () => PGlite.create(opts.dataDir, { extensions: { pg_trgm }, startParams: pgliteStartParams(PGlite.defaultStartParams) }),
       {
         templates: opts.pgliteTemplates,
         keep: [LOCK],

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { createReadStream, promises as fs } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { pipeline } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { gunzip as gunzipCallback } from 'node:zlib';
+import { createGunzip } from 'node:zlib';
 
 /**
  * An embedded database initialised and migrated, made once by `npm run build` (in dist/pglite/, by
@@ -39,13 +40,16 @@ export async function pgliteTemplatePath(dir = PGLITE_TEMPLATES): Promise<string
 
 /**
  * Opens the embedded database in `dataDir` by `open`, from the template when the directory is empty (but
- * for `keep`) and a template for this PGlite and schema was built. A template that cannot be read or loaded
- * is warned about and the database is initialised as without one. The extraction is marked until it
- * succeeded: a load that failed or was stopped half-way leaves no directory taken for a database.
+ * for `keep`) and a template for this PGlite and schema was built. The template is extracted into the
+ * directory as it streams, then opened as an existing database: handed to PGlite whole (`loadDataDir`), its
+ * copies (gunzipped, as a Blob, as PGlite's array) stayed in this process's memory long after the start. A
+ * template that cannot be read or opened is warned about and the database is initialised as without one.
+ * The extraction is marked until the database opened: a load that failed or was stopped half-way leaves no
+ * directory taken for a database.
  */
 export async function openFromPgliteTemplate<T>(
   dataDir: string,
-  open: (loadDataDir?: Blob) => Promise<T>,
+  open: () => Promise<T>,
   opts: {
     templates?: string | undefined;
     keep: readonly string[];
@@ -59,36 +63,89 @@ export async function openFromPgliteTemplate<T>(
       if (!opts.keep.includes(f)) await fs.rm(path.join(dataDir, f), { recursive: true, force: true });
   };
   if (await exists(mark)) await clear();
-  let template: Blob | undefined;
   let file: string | undefined;
   try {
     const empty = (await fs.readdir(dataDir)).every((f) => opts.keep.includes(f));
     file = empty ? await pgliteTemplatePath(opts.templates) : undefined;
-    // Read at once, not after a check: a concurrent build may remove an old template between the two.
-    const bytes = file
-      ? await fs.readFile(file).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? undefined : Promise.reject(e)))
-      : undefined;
-    // Unpacked here, not by PGlite: its gunzip leaves a corrupt file's error unhandled (the process would end).
-    template = bytes && new Blob([await gunzip(bytes)]);
+    if (file) {
+      await fs.writeFile(mark, '');
+      await extractTar(file, dataDir);
+    }
   } catch (e) {
-    opts.warn(`The embedded database template cannot be read (${(e as Error).message}); initialising the database instead.`);
+    // Not checked before: a concurrent build may remove an old template between the check and the read.
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || (e as NodeJS.ErrnoException).path !== file)
+      opts.warn(`The embedded database template cannot be read (${(e as Error).message}); initialising the database instead.`);
+    await clear();
+    file = undefined;
   }
-  if (!template) return open();
-  await fs.writeFile(mark, '');
+  if (!file) return open();
   let opened: T;
   try {
-    opened = await open(template);
+    opened = await open();
   } catch (e) {
     opts.warn(`The embedded database template cannot be loaded (${(e as Error).message}); initialising the database instead.`);
     await clear();
     return open();
   }
   await fs.rm(mark, { force: true });
-  opts.loaded?.(file!);
+  opts.loaded?.(file);
   return opened;
 }
 
-const gunzip = promisify(gunzipCallback);
+/** Extracts the gzipped tar `file` (directories and regular files, as PGlite dumps them) into `dir`. */
+async function extractTar(file: string, dir: string): Promise<void> {
+  let pending: Buffer = Buffer.alloc(0);
+  let out: FileHandle | undefined;
+  let left = 0; // bytes of the current file still to write
+  let skip = 0; // its padding to the next 512-byte block
+  let ended = false; // the end-of-archive block was read: the template was not cut off
+  try {
+    // pipeline, not pipe: a read error (the file gone, a corrupt gzip) ends the iteration, not the process.
+    for await (const chunk of pipeline(createReadStream(file), createGunzip(), () => {}) as AsyncIterable<Buffer>) {
+      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+      for (;;) {
+        if (left > 0 || skip > 0) {
+          const n = Math.min(left || skip, pending.length);
+          if (n === 0) break;
+          if (left > 0) {
+            await out!.write(pending.subarray(0, n));
+            left -= n;
+            if (left === 0) await out!.close().finally(() => (out = undefined));
+          } else skip -= n;
+          pending = pending.subarray(n);
+          continue;
+        }
+        if (pending.length < 512) break;
+        const header = pending.subarray(0, 512);
+        pending = pending.subarray(512);
+        if (header.every((b) => b === 0)) {
+          ended = true;
+          continue;
+        }
+        const field = (from: number, to: number) => header.toString('latin1', from, to).replace(/\0.*$/s, '');
+        const name = path.join(field(345, 500), field(0, 100));
+        const target = path.join(dir, name);
+        if (path.relative(dir, target).startsWith('..')) throw new Error(`a tar entry outside the directory: ${name}`);
+        const size = parseInt(field(124, 136).trim() || '0', 8);
+        const mode = parseInt(field(100, 108).trim() || '0', 8) & 0o777;
+        const type = field(156, 157);
+        if (type === '5') {
+          await fs.mkdir(target, { recursive: true, mode: mode || 0o700 });
+          continue;
+        }
+        if (type !== '0' && type !== '') throw new Error(`an unexpected tar entry (type '${type}'): ${name}`);
+        await fs.mkdir(path.dirname(target), { recursive: true });
+        out = await fs.open(target, 'w', mode || 0o600);
+        left = size;
+        skip = (512 - (size % 512)) % 512;
+        if (size === 0) await out.close().finally(() => (out = undefined));
+      }
+    }
+  } finally {
+    await out?.close();
+  }
+  if (!ended) throw new Error('the template is cut off');
+}
 
 export const exists = (file: string) =>
   fs.access(file).then(
