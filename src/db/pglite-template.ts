@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, promises as fs } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
+import { createReadStream, createWriteStream, promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { pipeline } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { createGunzip } from 'node:zlib';
+import { extract } from 'tar-stream';
 
 /**
  * An embedded database initialised and migrated, made once by `npm run build` (in dist/pglite/, by
@@ -94,57 +94,32 @@ export async function openFromPgliteTemplate<T>(
 
 /** Extracts the gzipped tar `file` (directories and regular files, as PGlite dumps them) into `dir`. */
 async function extractTar(file: string, dir: string): Promise<void> {
-  let pending: Buffer = Buffer.alloc(0);
-  let out: FileHandle | undefined;
-  let left = 0; // bytes of the current file still to write
-  let skip = 0; // its padding to the next 512-byte block
-  let ended = false; // the end-of-archive block was read: the template was not cut off
-  try {
-    // pipeline, not pipe: a read error (the file gone, a corrupt gzip) ends the iteration, not the process.
-    for await (const chunk of pipeline(createReadStream(file), createGunzip(), () => {}) as AsyncIterable<Buffer>) {
-      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
-      for (;;) {
-        if (left > 0 || skip > 0) {
-          const n = Math.min(left || skip, pending.length);
-          if (n === 0) break;
-          if (left > 0) {
-            await out!.write(pending.subarray(0, n));
-            left -= n;
-            if (left === 0) await out!.close().finally(() => (out = undefined));
-          } else skip -= n;
-          pending = pending.subarray(n);
-          continue;
-        }
-        if (pending.length < 512) break;
-        const header = pending.subarray(0, 512);
-        pending = pending.subarray(512);
-        if (header.every((b) => b === 0)) {
-          ended = true;
-          continue;
-        }
-        const field = (from: number, to: number) => header.toString('latin1', from, to).replace(/\0.*$/s, '');
-        const name = path.join(field(345, 500), field(0, 100));
-        const target = path.join(dir, name);
-        if (path.relative(dir, target).startsWith('..')) throw new Error(`a tar entry outside the directory: ${name}`);
-        const size = parseInt(field(124, 136).trim() || '0', 8);
-        const mode = parseInt(field(100, 108).trim() || '0', 8) & 0o777;
-        const type = field(156, 157);
-        if (type === '5') {
-          await fs.mkdir(target, { recursive: true, mode: mode || 0o700 });
-          continue;
-        }
-        if (type !== '0' && type !== '') throw new Error(`an unexpected tar entry (type '${type}'): ${name}`);
-        await fs.mkdir(path.dirname(target), { recursive: true });
-        out = await fs.open(target, 'w', mode || 0o600);
-        left = size;
-        skip = (512 - (size % 512)) % 512;
-        if (size === 0) await out.close().finally(() => (out = undefined));
-      }
-    }
-  } finally {
-    await out?.close();
+  const entries = extract();
+  // A read error (the file gone, a corrupt or cut-off gzip or tar) destroys `entries`: the loop throws it.
+  const feeding = pipeline(createReadStream(file), createGunzip(), entries);
+  // An archive cut off in a file's data ends `entries` but not that file's stream, which would wait forever.
+  let current: { destroy(e: Error): void } | undefined;
+  let failed: Error | undefined;
+  feeding.catch((e: Error) => {
+    failed = e;
+    current?.destroy(e);
+  });
+  for await (const entry of entries) {
+    const { name, type, mode } = entry.header;
+    const target = path.join(dir, name);
+    if (path.relative(dir, target).startsWith('..')) throw new Error(`a tar entry outside the directory: ${name}`);
+    if (type === 'directory') {
+      await fs.mkdir(target, { recursive: true, mode: mode & 0o777 || 0o700 });
+      entry.resume();
+    } else if (type === 'file') {
+      await fs.mkdir(path.dirname(target), { recursive: true });
+      if (failed) throw failed;
+      current = entry;
+      await pipeline(entry, createWriteStream(target, { mode: mode & 0o777 || 0o600 }));
+      current = undefined;
+    } else throw new Error(`an unexpected tar entry (${type}): ${name}`);
   }
-  if (!ended) throw new Error('the template is cut off');
+  await feeding;
 }
 
 export const exists = (file: string) =>
