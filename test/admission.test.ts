@@ -503,7 +503,7 @@ describe("one tenant's backlog of statements and another tenant's requests (issu
       probe.stop();
     }
     const statements = [...probe.perTurn.values()].reduce((a, b) => a + b, 0);
-    expect(statements).toBeGreaterThanOrEqual(80); // each search: the principal's read, then the page
+    expect(statements).toBeGreaterThanOrEqual(40); // each search: its page (the principal from the instance's cache, issue 35)
     const connections = s.app.handle.kind === 'pglite' ? 1 : 10; // the test pool's size (helpers.ts)
     expect(Math.max(...probe.perTurn.values())).toBeLessThanOrEqual(connections);
   });

@@ -668,15 +668,20 @@ describe('P37: a tenant file that changes an extract', () => {
     await read(t.api, 'steps', 2);
     const mark = p.fetches('steps').length;
     const options = { metric: 'steps', period: { days: 28 } };
-    await applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), {
-      tenants: [
-        tenantConfig({
-          key: t.tenant.key,
-          dataSources: [{ ...providerDataSource(p), inboundClientIds: ['provider', 'provider-2'] }],
-          dataExtracts: [{ key: 'steps', name: 'Steps per day', dataSourceKey: 'wearables', options }],
-        }),
-      ],
-    });
+    await applyTenantFile(
+      app.handle.db,
+      new SecretBox(app.handle.db, undefined),
+      {
+        tenants: [
+          tenantConfig({
+            key: t.tenant.key,
+            dataSources: [{ ...providerDataSource(p), inboundClientIds: ['provider', 'provider-2'] }],
+            dataExtracts: [{ key: 'steps', name: 'Steps per day', dataSourceKey: 'wearables', options }],
+          }),
+        ],
+      },
+      { listen: app.handle.listen },
+    );
     // No request reads it: the instance heard the invalidation and its sweep fetched the flagged sets
     // (before, they waited for a read or the 30 s sweep).
     const since = () => p.fetches('steps').slice(mark);

@@ -278,9 +278,14 @@ describe('a rotated client secret (F11, P82)', () => {
   it('the old secret, verified before the rotation, no longer gets a token; the new one does', async () => {
     const t = tenantConfig();
     const apply = (clientSecret: string) =>
-      applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), {
-        tenants: [{ ...t, clients: [{ ...FULL_CLIENT, clientSecret }] }],
-      });
+      applyTenantFile(
+        app.handle.db,
+        new SecretBox(app.handle.db, undefined),
+        {
+          tenants: [{ ...t, clients: [{ ...FULL_CLIENT, clientSecret }] }],
+        },
+        { listen: app.handle.listen },
+      );
     await apply('first-secret-value');
     expect((await timedToken(app, t.key, FULL_CLIENT.clientId, 'first-secret-value')).status).toBe(200);
     expect((await timedToken(app, t.key, FULL_CLIENT.clientId, 'first-secret-value')).status).toBe(200);

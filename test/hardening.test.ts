@@ -14,7 +14,7 @@ const sv = (key: string, type: string, value: unknown) => ({ Key: key, Value: { 
 const person = (n: string, ...more: object[]) => ({
   CustomFieldValues: [sv('employeeNumber', 'String', n), sv('fullName', 'String', `Person ${n}`), ...more],
 });
-const apply = (doc: unknown) => applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), doc);
+const apply = (doc: unknown) => applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), doc, { listen: app.handle.listen });
 const cursor = (parts: unknown[]) => Buffer.from(JSON.stringify(parts)).toString('base64url');
 
 describe('long values (P5: btree entries are bounded, values are not)', () => {

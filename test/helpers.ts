@@ -248,7 +248,7 @@ export interface TestTenant {
 /** Applies a tenant file with one tenant (see tenantConfig) and returns helpers for it. */
 export async function createTenant(app: TestApp, overrides: Record<string, unknown> = {}): Promise<TestTenant> {
   const t = tenantConfig(overrides);
-  await applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), { tenants: [t] });
+  await applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), { tenants: [t] }, { listen: app.handle.listen });
   const token = async (opts: { clientId?: string; clientSecret?: string; scope?: string } = {}) => {
     const form = new URLSearchParams({
       grant_type: 'client_credentials',

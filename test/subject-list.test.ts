@@ -759,9 +759,14 @@ describe('a one-value filter in ExternalId order (issue 8: read off the filter i
     expect((await walk(f(1), 3))[0]).toBe('A-first');
 
     // fullName becomes the ExternalId: "Name 29 - i", so the order by ExternalId is by that text.
-    await applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), {
-      tenants: [{ ...tenant, externalIdFieldKey: 'fullName' }],
-    });
+    await applyTenantFile(
+      app.handle.db,
+      new SecretBox(app.handle.db, undefined),
+      {
+        tenants: [{ ...tenant, externalIdFieldKey: 'fullName' }],
+      },
+      { listen: app.handle.listen },
+    );
     const names = EXTS.map((_, i) => `Name ${29 - i}`)
       .filter((_, i) => i % 3 === 0)
       .sort();

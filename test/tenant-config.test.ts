@@ -19,7 +19,7 @@ beforeAll(async () => {
 });
 afterAll(() => app?.close());
 
-const apply = (doc: unknown) => applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), doc);
+const apply = (doc: unknown) => applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), doc, { listen: app.handle.listen });
 
 /** Applies an invalid document and returns the error, failing when it is accepted. */
 async function rejected(doc: unknown): Promise<TenantConfigError> {

@@ -119,7 +119,8 @@ export async function applyTenantFilePath(handle: DatabaseHandle, config: Config
   } catch (e) {
     throw new Error(`Cannot read tenant configuration ${path}: ${(e as Error).message}`, { cause: e });
   }
-  const applied = await applyTenantFile(handle.db, new SecretBox(handle.db, config.SECRETS_KEY), doc);
+  // Running instances forget the changed principals before this returns (P8).
+  const applied = await applyTenantFile(handle.db, new SecretBox(handle.db, config.SECRETS_KEY), doc, { listen: handle.listen });
   // Read replicas serve no request of these tenants before they have replayed the file (P153).
   if (handle.kind === 'postgres') await recordReadFloor(handle.db, { keys: applied.tenantKeys });
   return applied;

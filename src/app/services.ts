@@ -7,7 +7,7 @@ import { EventBus } from '../db/event-bus.js';
 import type { Listen } from '../db/notifications.js';
 import { ReadFloors, ReadReplicas } from '../db/replicas.js';
 import type { Db } from '../db/tables.js';
-import { TokenService, authenticate, requireToken } from '../domains/auth/index.js';
+import { PrincipalCache, TokenService, authenticate, requireToken } from '../domains/auth/index.js';
 import { AggregateMemory, DataCache, DataChangeFeed, LiveAggregates, SecretBox, dataContext } from '../domains/data/index.js';
 import { OutboxSender } from '../domains/portal/index.js';
 import { structureTypesCache } from '../domains/structural-entity/index.js';
@@ -100,6 +100,10 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
       )
     : undefined;
   if (replicas) metrics?.observeReplicas(replicas);
+  // Principals read once per instance, invalidated through the bus (issue 35, P8); not where reads go to
+  // replicas, which need the tenant's read floor with every request.
+  const principals = new PrincipalCache(replicas === undefined);
+  principals.start(bus);
   // P152: on PostgreSQL floors are recorded whenever a replica may serve reads, its own or another instance's.
   const floors = config.DATABASE_URL ? await ReadFloors.start(db, replicas !== undefined) : undefined;
 
@@ -147,10 +151,10 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
     outbox,
     metrics,
     admission,
-    authenticate: (scopes) => requireToken(db, tokens, scopes, (holder, res) => admission.gate(holder, res)),
+    authenticate: (scopes) => requireToken(db, tokens, principals, scopes, (holder, res) => admission.gate(holder, res)),
     // No response to carry the rate limit's headers: a refusal still carries them in its error.
     verify: (authorization, scopes) =>
-      authenticate(db, tokens, authorization, scopes, (holder) =>
+      authenticate(db, tokens, principals, authorization, scopes, (holder) =>
         admission.gate(holder, { closed: false, setHeader: () => undefined, once: () => undefined }),
       ),
     context: (req) => contextInit(req.principal!, String(req.id)),
@@ -160,6 +164,7 @@ export async function startServices({ config, db, logger, listen, poolStats }: A
       await analyzer.close();
       await outbox.close();
       await data.close();
+      principals.close();
       await bus?.close();
       floors?.close();
       await replicas?.close();

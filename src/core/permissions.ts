@@ -36,8 +36,11 @@ export interface Principal {
   permissions: ReadonlySet<string>;
   /** The tenant's configuration version when the request began: the key of its cached configuration. */
   configVersion: string;
-  /** The tenant's data version when the request began (cached TotalCounts of queries). */
-  dataVersion: string;
+  /**
+   * The tenant's data version when the request began (cached TotalCounts of queries); undefined when the
+   * principal came from the instance's cache (issue 35), which never holds it: read where it is needed.
+   */
+  dataVersion?: string | undefined;
   /**
    * The tenant's read floor when the request began (a pg_lsn as text): a read replica that has replayed it
    * holds the tenant's own writes. Null: none recorded; undefined: not read (work outside a request).

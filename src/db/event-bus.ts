@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { detached } from '../core/tracing.js';
@@ -49,6 +50,37 @@ export async function publish<T>(db: Db, topic: Topic<T>, event: T): Promise<voi
   if (Buffer.byteLength(text) > MAX_EVENT_BYTES)
     throw new Error(`An event of topic '${topic.name}' is over ${MAX_EVENT_BYTES} bytes: NOTIFY would refuse it.`);
   await sql`SELECT pg_notify(${EVENT_CHANNEL}, ${text})`.execute(db);
+}
+
+/**
+ * Runs `run` with a mark for the events it publishes (in its own transactions), and resolves once a LISTEN
+ * of its own has heard one carrying that mark: PostgreSQL has then delivered them to every listening
+ * connection, so every instance's subscribers have them before the writer answers. For writers that hold
+ * no EventBus (a tenant apply from the command line). Gives up waiting after `waitMs`: the change is
+ * committed; an instance that missed it has lost its LISTEN connection and trusts no cache meanwhile.
+ */
+export async function publishedAndHeard<T>(listen: Listen, run: (mark: string) => Promise<T>, waitMs = 2_000): Promise<T> {
+  const mark = randomUUID();
+  let heard!: () => void;
+  let listening!: () => void;
+  const wasHeard = new Promise<void>((resolve) => (heard = resolve));
+  const isListening = new Promise<void>((resolve) => (listening = resolve));
+  const listener = await listen(EVENT_CHANNEL, {
+    message: (payload) => {
+      if (payload.includes(mark)) heard();
+    },
+    connected: () => listening(),
+    disconnected: () => undefined,
+  });
+  const timeout = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
+  try {
+    await Promise.race([isListening, timeout(waitMs)]);
+    const result = await run(mark);
+    await Promise.race([wasHeard, timeout(waitMs)]);
+    return result;
+  } finally {
+    await listener.close();
+  }
 }
 
 /** What a subscriber hears besides its events. Each is optional. */

@@ -184,8 +184,13 @@ export interface PaginateOptions<Row> {
   /** The filtered query (tenant and filters applied, row columns selected); no order, no limit. */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any list's query: paging reads only the selected row
   query: SelectQueryBuilder<any, any, Row>;
-  /** Counts the filtered rows; called only when totalCount is read. */
-  count: () => Promise<number>;
+  /**
+   * Counts the filtered rows; called only when totalCount is read, with `version`'s value as the page's
+   * statement read it (undefined when the page came back empty).
+   */
+  count: (version: string | undefined) => Promise<number>;
+  /** A value read in the page's statement (snapshot) and handed to `count`: what a cached count is keyed by. */
+  version?: Expression<unknown>;
   /**
    * The same rows as `query` with fewer joins, for the EXISTS probes beyond a page's edge: the sort's
    * `value` and `id` must resolve in it. A probe inside the page statement is planned with it, and a
@@ -256,6 +261,7 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   // deep page costs one round trip like the first (P48).
   const edgeCursor = !fromEnd ? after : before;
   if (edgeCursor) q = q.select((eb) => eb.exists(probe(!fromEnd ? notAhead(edgeCursor) : notBehind(edgeCursor))).as('__edge'));
+  if (opts.version) q = q.select(sql<string>`(${opts.version})`.as('__v'));
   if (after) q = q.where(ahead(after, true));
   if (before) q = q.where(ahead(before, false));
   const scanDesc = descending !== fromEnd;
@@ -264,7 +270,7 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
     .orderBy(sql`${sort.value} ${dir}`)
     .orderBy(sql`${sort.id} ${dir}`)
     .limit(size + 1)
-    .execute()) as (Row & { __sv: string | null; __id: string; __edge?: boolean })[];
+    .execute()) as (Row & { __sv: string | null; __id: string; __edge?: boolean; __v?: string })[];
 
   const more = rows.length > size;
   const page = rows.slice(0, size);
@@ -291,14 +297,14 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   }
 
   const edges = page.map((r) => {
-    const { __sv, __id, __edge, ...node } = r;
+    const { __sv, __id, __edge, __v, ...node } = r;
     return new LazyEdge(node as unknown as Row, () => encodeCursor(list, sort.name, pos(r)));
   });
   let counted: Promise<number> | undefined;
   return {
     edges,
     pageInfo: new LazyPageInfo(edges, hasNextPage, hasPreviousPage),
-    totalCount: () => (counted ??= opts.count()),
+    totalCount: () => (counted ??= opts.count(rows[0]?.__v)),
   };
 }
 

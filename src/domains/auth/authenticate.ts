@@ -4,6 +4,7 @@ import { ForbiddenError, UnauthenticatedError } from '../../core/errors.js';
 import { findClientByTenantKey } from './auth.repository.js';
 import type { Principal, Scope } from '../../core/permissions.js';
 import { InvalidTokenError, type TokenService } from './tokens.js';
+import type { PrincipalCache, StoredClient } from './principal-cache.js';
 
 const quote = (s: string) => s.replace(/["\\]/g, '');
 
@@ -26,6 +27,7 @@ export type Gate = (holder: TokenHolder, res: Response) => void | Promise<void>;
 export async function authenticate(
   db: Db,
   tokens: TokenService,
+  clients: PrincipalCache,
   authorization: string | undefined,
   scopes: readonly Scope[],
   gate?: (holder: TokenHolder) => void | Promise<void>,
@@ -41,8 +43,9 @@ export async function authenticate(
     throw e;
   }
   await gate?.({ tenant: claims.tenantKey, client: claims.clientId });
-  const client = await findClientByTenantKey(db, claims.tenantKey, claims.clientId);
-  if (!client) throw invalid('The access token names an unknown tenant or client.');
+  const found = await clients.find(db, claims.tenantKey, claims.clientId);
+  if (!found) throw invalid('The access token names an unknown tenant or client.');
+  const { client, versions } = found;
   // A scope taken from the client since the token was issued no longer counts (as permissions, P8).
   const granted = new Set(claims.scopes.filter((s) => client.scopes.includes(s)));
   if (!scopes.some((s) => granted.has(s))) {
@@ -50,23 +53,27 @@ export async function authenticate(
       'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${scopes.join(' ')}"`,
     });
   }
-  return { ...principalOf(client, granted), expiresAt: claims.expiresAt };
+  return { ...principalOf(client, granted, versions), expiresAt: claims.expiresAt };
 }
 
-type StoredClient = NonNullable<Awaited<ReturnType<typeof findClientByTenantKey>>>;
-
-/** Who a stored client is when it acts with `scopes`, with its tenant's versions as read with it. */
-function principalOf(client: StoredClient, scopes: ReadonlySet<string>): Principal {
-  return {
+/**
+ * Who a stored client is when it acts with `scopes`; with its tenant's data version and read floor when
+ * they were read with it (`versions`), not when the client came from the cache.
+ */
+function principalOf(client: StoredClient, scopes: ReadonlySet<string>, versions = true): Principal {
+  const principal: Principal = {
     tenantId: client.tenantId,
     tenantKey: client.tenantKey,
     clientId: client.clientId,
     scopes,
     permissions: new Set(client.permissions),
     configVersion: client.configVersion,
-    dataVersion: client.dataVersion,
-    readFloor: client.readFloor,
   };
+  if (versions) {
+    principal.dataVersion = client.dataVersion;
+    principal.readFloor = client.readFloor;
+  }
+  return principal;
 }
 
 /**
@@ -79,9 +86,9 @@ export async function clientPrincipal(db: Db, tenantKey: string, clientId: strin
 }
 
 /** Express middleware: sets `req.principal` or passes the 401/403 on to the problem+json handler. */
-export function requireToken(db: Db, tokens: TokenService, scopes: readonly Scope[], gate?: Gate) {
+export function requireToken(db: Db, tokens: TokenService, clients: PrincipalCache, scopes: readonly Scope[], gate?: Gate) {
   return (req: Request, res: Response, next: NextFunction) => {
-    authenticate(db, tokens, req.headers.authorization, scopes, gate && ((holder) => gate(holder, res))).then((p) => {
+    authenticate(db, tokens, clients, req.headers.authorization, scopes, gate && ((holder) => gate(holder, res))).then((p) => {
       req.principal = p;
       next();
     }, next);

@@ -601,7 +601,9 @@ export async function pageSubjects(
     list,
     query,
     ...(probeQuery ? { probeQuery } : {}),
-    count: () => countSubjects(db, counts, tenantId, filters, dataVersion),
+    // The tenant's data version in the page's own snapshot: a cached count is found without a statement.
+    version: db.selectFrom('tenant').select('data_version').where('id', '=', tenantId),
+    count: (pageVersion) => countSubjects(db, counts, tenantId, filters, dataVersion ?? pageVersion),
     sort: pageSort,
     args,
   });

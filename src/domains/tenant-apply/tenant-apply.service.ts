@@ -1,7 +1,9 @@
+import { publishedAndHeard } from '../../db/event-bus.js';
+import type { Listen } from '../../db/notifications.js';
 import type { Db } from '../../db/tables.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError } from '../../core/errors.js';
-import { applyClients } from '../auth/index.js';
+import { announcePrincipalsChanged, applyClients } from '../auth/index.js';
 import { type SecretBox, applyDataSources, findDataSourceKeys } from '../data/index.js';
 import { applyPortalConfig } from '../portal/index.js';
 import { applyStructuralEntities, applyStructureTypes, findEntityKeys, findStructureTypeKeys } from '../structural-entity/index.js';
@@ -99,13 +101,27 @@ export async function validateTenantFile(db: Db, doc: unknown): Promise<{ file: 
  * reported at once; any problem found while writing (custom field values, for example) rolls back
  * everything.
  */
-export async function applyTenantFile(db: Db, secrets: SecretBox, doc: unknown): Promise<{ tenantKeys: string[] }> {
+export async function applyTenantFile(
+  db: Db,
+  secrets: SecretBox,
+  doc: unknown,
+  opts: {
+    /**
+     * Waits, before resolving, until the apply's announcement reached every instance's event bus (P8: a
+     * revoked permission holds on every instance's next request). Absent: inside a caller's transaction
+     * (which commits later), or where no instance runs yet.
+     */
+    listen?: Listen | undefined;
+  } = {},
+): Promise<{ tenantKeys: string[] }> {
   const { file, problems } = await validateTenantFile(db, doc);
   if (!file || problems.length > 0) throw new TenantConfigError(problems);
   await secrets.ready();
-  await inTransaction(db, async (trx) => {
-    for (const [i, t] of file.tenants.entries()) await applyOneTenant(trx, secrets, t, `tenants[${i}]`);
-  });
+  const apply = (mark?: string) =>
+    inTransaction(db, async (trx) => {
+      for (const [i, t] of file.tenants.entries()) await applyOneTenant(trx, secrets, t, `tenants[${i}]`, mark);
+    });
+  await (opts.listen ? publishedAndHeard(opts.listen, apply) : apply());
   return { tenantKeys: file.tenants.map((t) => t.key) };
 }
 
@@ -114,7 +130,7 @@ export async function applyTenantFile(db: Db, secrets: SecretBox, doc: unknown):
  * order their references need (the tenant row first, users before the entities whose values may name
  * them, groups after the entities they grant). Every problem is reported at once; any rolls back all.
  */
-async function applyOneTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: string): Promise<void> {
+async function applyOneTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: string, mark: string | undefined): Promise<void> {
   const problems: Problem[] = [];
   const report = (found: Problem[]) => problems.push(...found.map((p) => ({ path: `${at}.${p.path}`, message: p.message })));
 
@@ -122,6 +138,8 @@ async function applyOneTenant(db: Db, secrets: SecretBox, t: TenantConfig, at: s
   const before = await subjectIndexSnapshot(db, await findTenantId(db, t.key));
   const tenantId = await applyTenant(db, t);
   await applyClients(db, tenantId, t);
+  // Every instance forgets the tenant's principals once this commits: new permissions, scopes, versions.
+  await announcePrincipalsChanged(db, tenantId, mark);
   // References to keys (fields, types, parents, groups, sources) were checked before the transaction
   // (validateTenantFile); what remains in each domain are the rules that need the stored data.
   try {

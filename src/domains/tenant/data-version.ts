@@ -1,10 +1,17 @@
 import type { Context } from '../../graphql/context.js';
+import { readDataVersion } from './tenant.repository.js';
 
 /**
- * The tenant's data version a request may look cached subject lists and TotalCounts up under without
- * reading it again: the one read with its principal, in a query. None in a mutation, which may change it
- * before it counts, nor before the operation is known.
+ * The tenant's data version a query may look cached subject lists and TotalCounts up under: the one read
+ * with its principal, or (a principal from the instance's cache carries none) read now. None in a
+ * mutation, which may change it before it counts, nor before the operation is known.
  */
-export function queryDataVersion(ctx: Pick<Context, 'operation' | 'principal'>): string | undefined {
+export async function queryDataVersion(ctx: Pick<Context, 'operation' | 'principal' | 'db'>): Promise<string | undefined> {
+  if (ctx.operation !== 'query') return undefined;
+  return ctx.principal.dataVersion ?? readDataVersion(ctx.db, ctx.principal.tenantId);
+}
+
+/** The data version read with the principal of a query, if it was read with it; never a statement. */
+export function knownQueryDataVersion(ctx: Pick<Context, 'operation' | 'principal'>): string | undefined {
   return ctx.operation === 'query' ? ctx.principal.dataVersion : undefined;
 }

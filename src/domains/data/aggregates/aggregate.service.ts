@@ -219,7 +219,7 @@ declare module '../../../graphql/context.js' {
 /**
  * The subjects an aggregate reads, with their provider identifiers under `mode`, and the data version
  * the list is exact for (null: no subjects). More than `maxSubjects` is a 400. A query reuses the list of
- * the data version read with its principal.
+ * the tenant's current data version (`queryDataVersion`).
  */
 async function aggregateSubjects(
   ctx: Context,
@@ -233,7 +233,7 @@ async function aggregateSubjects(
     createHash('sha256')
       .update(JSON.stringify([tenantId, version, configVersion, mode, filters]))
       .digest('base64url');
-  const version = queryDataVersion(ctx);
+  const version = await queryDataVersion(ctx);
   const cached = version === undefined ? undefined : ctx.aggregates.subjectLists.get(listKey(version));
   if (cached) return { keys: tooMany(cached, maxSubjects), dataVersion: version! };
   const { subjects, dataVersion } = await findAggregateSubjects(

@@ -1,0 +1,80 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SecretBox } from '../src/domains/data/index.js';
+import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
+import {
+  ApiClient,
+  FULL_CLIENT,
+  StatementCounter,
+  type TestApp,
+  createTenant,
+  expectProblem,
+  startApp,
+  startPeer,
+  tenantConfig,
+} from './helpers.js';
+
+// Issue 35: each instance caches the clients of verified tokens; a tenant apply announces its change through
+// the event bus in its transaction and returns once it was delivered, so P8 still holds on every instance.
+const counter = new StatementCounter();
+let app: TestApp;
+let peer: TestApp;
+
+beforeAll(async () => {
+  app = await startApp({ MAIL_POLL_MS: '3600000' }, { plugins: [counter] });
+  peer = await startPeer(app);
+});
+afterAll(async () => {
+  await peer?.close();
+  await app?.close();
+});
+
+const apply = (doc: unknown) => applyTenantFile(app.handle.db, new SecretBox(app.handle.db, undefined), doc, { listen: app.handle.listen });
+
+describe('cached principals (issue 35)', () => {
+  it('a permission revoked or granted by a tenant apply holds on the next request on every instance (P8)', async () => {
+    const cfg = tenantConfig();
+    await apply({ tenants: [cfg] });
+    const token = await (await createTenant(app, { key: cfg.key })).token();
+    const here = new ApiClient(app.url, token);
+    const there = new ApiClient(peer.url, token);
+    const lister = { ...FULL_CLIENT, permissions: ['List:StructuralEntity'] };
+    for (let round = 0; round < 5; round++) {
+      // Both instances hold the client now.
+      expect((await here.get('/api/v2/subject')).status).toBe(200);
+      expect((await there.get('/api/v2/subject')).status).toBe(200);
+      await apply({ tenants: [{ ...cfg, clients: [lister] }] });
+      expectProblem(await there.get('/api/v2/subject'), 403);
+      expectProblem(await here.get('/api/v2/subject'), 403);
+      expect((await there.gql('{ subjects { totalCount } }')).body.errors?.[0]?.extensions?.code).toBe('FORBIDDEN');
+      await apply({ tenants: [cfg] });
+    }
+  });
+
+  it('a scope taken from the client holds on the next request on every instance (P8)', async () => {
+    const cfg = tenantConfig();
+    await apply({ tenants: [cfg] });
+    const token = await (await createTenant(app, { key: cfg.key })).token();
+    const there = new ApiClient(peer.url, token);
+    expect((await there.get('/api/v1/structuralEntity')).status).toBe(200);
+    await apply({ tenants: [{ ...cfg, clients: [{ ...FULL_CLIENT, scopes: ['ServiceDataProviderApi'] }] }] });
+    expectProblem(await there.get('/api/v1/structuralEntity'), 403);
+  });
+
+  it('an event the bus cannot read empties the cache: the next request reads its client again', async () => {
+    const api = await (await createTenant(app)).client();
+    const statements = async () => {
+      await api.get('/healthz');
+      const before = counter.count;
+      expect((await api.get('/api/v1/structuralEntity?First=1')).status).toBe(200);
+      return counter.count - before;
+    };
+    await statements();
+    const warm = await statements();
+    await sql`SELECT pg_notify('ssdi_events', 'not an event')`.execute(app.handle.db);
+    // Delivered to the instance's listener after the commit; the next request reads the client once more.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await statements()).toBe(warm + 1);
+    expect(await statements()).toBe(warm);
+  });
+});
