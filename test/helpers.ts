@@ -328,7 +328,10 @@ export class ApiClient {
  */
 export class StatementCounter implements KyselyPlugin {
   count = 0;
+  /** Statements Kysely compiled (a statement compiled once and run again is not counted again). */
+  compiled = 0;
   transformQuery(args: Parameters<KyselyPlugin['transformQuery']>[0]) {
+    this.compiled++;
     return args.node;
   }
   async transformResult(args: Parameters<KyselyPlugin['transformResult']>[0]) {

@@ -147,4 +147,33 @@ describe('query count (D11, issue 8)', () => {
     expect((await fresh.gql('{ structuralEntities(first: 1) { edges { node { key } } } }')).status).toBe(200);
     expect(counter.count - before).toBe(1);
   });
+
+  it("compiles an unfiltered list's page statement once per shape: later pages run it with their own values (issue 35)", async () => {
+    const page1 = await api.get('/api/v2/subject?First=10');
+    const page2 = await api.get(`/api/v2/subject?First=10&After=${encodeURIComponent(page1.body.PageInfo.EndCursor)}`);
+    const cursor = page2.body.PageInfo.EndCursor;
+    await api.get('/healthz');
+    const before = { count: counter.count, compiled: counter.compiled };
+    const page3 = await api.get(`/api/v2/subject?First=15&After=${encodeURIComponent(cursor)}`);
+    expect(page3.body.Edges.map((e: any) => e.Node.ExternalId)).toEqual(
+      Array.from({ length: 15 }, (_, i) => `E${String(20 + i).padStart(3, '0')}`),
+    );
+    expect({ statements: counter.count - before.count, compiled: counter.compiled - before.compiled }).toEqual({
+      statements: 1,
+      compiled: 0,
+    });
+    // Another tenant's list of the same shape runs the same statement.
+    const other = await (await createTenant(app)).client();
+    await other.post('/api/v2/messaging/subject', {
+      CustomFieldValues: [
+        { Key: 'employeeNumber', Value: { String: { Value: 'X1' } } },
+        { Key: 'fullName', Value: { String: { Value: 'Other tenant' } } },
+      ],
+    });
+    await other.get('/api/v2/subject?First=10');
+    await other.get('/healthz');
+    const again = counter.compiled;
+    expect((await other.get('/api/v2/subject?First=10')).body.Edges.map((e: any) => e.Node.ExternalId)).toEqual(['X1']);
+    expect(counter.compiled - again).toBe(0);
+  });
 });

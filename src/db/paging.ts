@@ -1,6 +1,8 @@
-import { type Expression, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
+import { type CompiledQuery, type Expression, type SelectQueryBuilder, type SqlBool, createQueryId, sql } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import { validDate } from '../core/dates.js';
 import { ValidationError } from '../core/errors.js';
+import type { Db } from './tables.js';
 
 /** D6: page size when neither first nor last is given, and the bound on both. */
 export const DEFAULT_PAGE_SIZE = 20;
@@ -178,19 +180,11 @@ function beyond(key: SortKey, p: Position, ahead: boolean): Expression<SqlBool> 
   return sql<SqlBool>`coalesce(${pred}, false)`;
 }
 
-export interface PaginateOptions<Row> {
-  /** Names the list inside cursors ("structuralEntity", "subject", ...). */
-  list: string;
+/** The statements a list is paged over. */
+export interface PageParts<Row> {
   /** The filtered query (tenant and filters applied, row columns selected); no order, no limit. */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any list's query: paging reads only the selected row
   query: SelectQueryBuilder<any, any, Row>;
-  /**
-   * Counts the filtered rows; called only when totalCount is read, with `version`'s value as the page's
-   * statement read it (undefined when the page came back empty).
-   */
-  count: (version: string | undefined) => Promise<number>;
-  /** A value read in the page's statement (snapshot) and handed to `count`: what a cached count is keyed by. */
-  version?: Expression<unknown>;
   /**
    * The same rows as `query` with fewer joins, for the EXISTS probes beyond a page's edge: the sort's
    * `value` and `id` must resolve in it. A probe inside the page statement is planned with it, and a
@@ -198,9 +192,79 @@ export interface PaginateOptions<Row> {
    */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as `query`
   probeQuery?: SelectQueryBuilder<any, any, any>;
+  /** A value read in the page's statement (snapshot) and handed to `count`: what a cached count is keyed by. */
+  version?: Expression<unknown>;
+}
+
+/**
+ * Parts whose SQL text depends only on `shape`, built with the values they bind (issue 35: a list's page
+ * statement is built and compiled once per shape, as a write's are, P75). `build` must bind each of
+ * `values` as a statement parameter wherever it uses it, never read it or fold it into the text: it is
+ * called once per shape with placeholders instead.
+ */
+export interface PageTemplate<Row> {
+  db: Db;
+  shape: string;
+  values: Record<string, unknown>;
+  build(values: Record<string, unknown>): PageParts<Row>;
+}
+
+interface CompiledPage {
+  query: CompiledQuery<unknown>;
+  /** Each parameter: a named value of the call, or a constant of the shape. */
+  slots: ({ name: string } | { value: unknown })[];
+}
+
+/**
+ * Compiled page statements by shape, one cache per instance (built by the app). Bounded: the shapes are
+ * a list's orders and cursor directions, a few dozen.
+ */
+export class PageTemplates {
+  private readonly compiled = new LRUCache<string, CompiledPage>({ max: 500 });
+
+  /** The page statement of `key` with `values`, compiled from `build(placeholders)` the first time. */
+  statement<Row>(
+    key: string,
+    values: Record<string, unknown>,
+    build: (values: Record<string, unknown>) => SelectQueryBuilder<any, any, Row>, // eslint-disable-line @typescript-eslint/no-explicit-any
+  ): CompiledQuery<Row> {
+    let page = this.compiled.get(key);
+    if (!page) {
+      // Absent values stay absent (the key says which are): only given ones get a placeholder.
+      const marks = Object.fromEntries(
+        Object.entries(values).map(([name, value]) => [name, value === undefined || value === null ? value : `\u0000param ${name}\u0000`]),
+      );
+      const byMark = new Map(Object.entries(marks).flatMap(([name, mark]) => (typeof mark === 'string' ? [[mark, name]] : [])));
+      const query = build(marks).compile() as CompiledQuery<unknown>;
+      const slots = query.parameters.map((p) => (typeof p === 'string' && byMark.has(p) ? { name: byMark.get(p)! } : { value: p }));
+      // A placeholder that did not come out as a parameter was read or folded into the text.
+      if (query.sql.includes('\u0000') || query.parameters.some((p) => typeof p === 'string' && p.includes('\u0000') && !byMark.has(p)))
+        throw new Error(`PageTemplates: shape '${key}' must bind every value as a parameter`);
+      this.compiled.set(key, (page = { query, slots }));
+    }
+    return {
+      query: page.query.query,
+      queryId: createQueryId(),
+      sql: page.query.sql,
+      parameters: page.slots.map((s) => ('name' in s ? values[s.name] : s.value)),
+    } as CompiledQuery<Row>;
+  }
+}
+
+interface PaginateCommon {
+  /** Names the list inside cursors ("structuralEntity", "subject", ...). */
+  list: string;
+  /**
+   * Counts the filtered rows; called only when totalCount is read, with `version`'s value as the page's
+   * statement read it (undefined when the page came back empty).
+   */
+  count: (version: string | undefined) => Promise<number>;
   sort: SortKey;
   args: PageArgs;
 }
+
+/** A list's parts, or a template of them and the instance's compiled templates. */
+export type PaginateOptions<Row> = PaginateCommon & (PageParts<Row> | { template: PageTemplate<Row>; templates: PageTemplates });
 
 /**
  * An edge whose cursor is encoded when first read: GraphQL selections often leave it out (P48). A
@@ -246,31 +310,65 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   const descending = args.orderDirection === 'DESCENDING';
   // "Ahead" in the requested direction is ascending-ahead unless descending.
   const ahead = (p: Position, forward: boolean) => beyond(sort, p, forward !== descending);
-
-  const probe = (pred: Expression<SqlBool>) =>
-    (opts.probeQuery ?? opts.query.clearSelect())
+  const notAhead = (p: Position) => sql<SqlBool>`NOT ${ahead(p, true)}`;
+  const notBehind = (p: Position) => sql<SqlBool>`NOT ${ahead(p, false)}`;
+  const probeOf = (parts: PageParts<Row>) => (pred: Expression<SqlBool>) =>
+    (parts.probeQuery ?? parts.query.clearSelect())
       .select(sql`1`.as('one'))
       .where(pred)
       .limit(1);
-  const notAhead = (p: Position) => sql<SqlBool>`NOT ${ahead(p, true)}`;
-  const notBehind = (p: Position) => sql<SqlBool>`NOT ${ahead(p, false)}`;
 
-  let q = opts.query.select([sql<string | null>`cast(${sort.value} as text)`.as('__sv'), sql<string>`cast(${sort.id} as text)`.as('__id')]);
-  // Whether anything lies behind the cursor the page starts from (a deep page's hasPreviousPage, or
-  // hasNextPage paging back): an uncorrelated EXISTS in the page's own statement, evaluated once, so a
-  // deep page costs one round trip like the first (P48).
-  const edgeCursor = !fromEnd ? after : before;
-  if (edgeCursor) q = q.select((eb) => eb.exists(probe(!fromEnd ? notAhead(edgeCursor) : notBehind(edgeCursor))).as('__edge'));
-  if (opts.version) q = q.select(sql<string>`(${opts.version})`.as('__v'));
-  if (after) q = q.where(ahead(after, true));
-  if (before) q = q.where(ahead(before, false));
   const scanDesc = descending !== fromEnd;
-  const dir = sql.raw(scanDesc ? 'DESC' : 'ASC');
-  const rows = (await q
-    .orderBy(sql`${sort.value} ${dir}`)
-    .orderBy(sql`${sort.id} ${dir}`)
-    .limit(size + 1)
-    .execute()) as (Row & { __sv: string | null; __id: string; __edge?: boolean; __v?: string })[];
+  const pageStatement = (parts: PageParts<Row>, at: { after: Position | null; before: Position | null; limit: unknown }) => {
+    const probe = probeOf(parts);
+    // Whether anything lies behind the cursor the page starts from (a deep page's hasPreviousPage, or
+    // hasNextPage paging back): an uncorrelated EXISTS in the page's own statement, evaluated once, so a
+    // deep page costs one round trip like the first (P48).
+    const edge = !fromEnd ? at.after : at.before;
+    let q = parts.query.select([
+      sql<string | null>`cast(${sort.value} as text)`.as('__sv'),
+      sql<string>`cast(${sort.id} as text)`.as('__id'),
+    ]);
+    if (edge) q = q.select((eb) => eb.exists(probe(!fromEnd ? notAhead(edge) : notBehind(edge))).as('__edge'));
+    if (parts.version) q = q.select(sql<string>`(${parts.version})`.as('__v'));
+    if (at.after) q = q.where(ahead(at.after, true));
+    if (at.before) q = q.where(ahead(at.before, false));
+    const dir = sql.raw(scanDesc ? 'DESC' : 'ASC');
+    return q
+      .orderBy(sql`${sort.value} ${dir}`)
+      .orderBy(sql`${sort.id} ${dir}`)
+      .limit(at.limit as number);
+  };
+  type PageRow = Row & { __sv: string | null; __id: string; __edge?: boolean; __v?: string };
+  let parts: PageParts<Row> | undefined = 'template' in opts ? undefined : opts;
+  let rows: PageRow[];
+  if ('template' in opts) {
+    const { template } = opts;
+    // The cursors' presence and whether their values are null choose the SQL; their values do not.
+    const cursorShape = (p: Position | null) => (p === null ? '-' : p.v === null ? 'n' : 'v');
+    const key = [template.shape, list, sort.name, cursorShape(after), cursorShape(before), fromEnd, descending].join('\u0001');
+    const values = {
+      ...template.values,
+      __afterV: after?.v,
+      __afterI: after?.i,
+      __beforeV: before?.v,
+      __beforeI: before?.i,
+      __limit: size + 1,
+    };
+    const statement = opts.templates.statement(key, values, (v) =>
+      pageStatement(template.build(v), {
+        after: after && { v: after.v === null ? null : (v['__afterV'] as string), i: v['__afterI'] as string },
+        before: before && { v: before.v === null ? null : (v['__beforeV'] as string), i: v['__beforeI'] as string },
+        limit: v['__limit'],
+      }),
+    );
+    rows = (await template.db.executeQuery(statement)).rows as PageRow[];
+  } else {
+    rows = (await pageStatement(opts, { after, before, limit: size + 1 }).execute()) as PageRow[];
+  }
+  // The probes below run rarely (paging back, an empty page): built as they are needed.
+  const real = () =>
+    (parts ??= (opts as { template: PageTemplate<Row> }).template.build((opts as { template: PageTemplate<Row> }).template.values));
 
   const more = rows.length > size;
   const page = rows.slice(0, size);
@@ -279,7 +377,7 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   const first = page[0];
   const last = page[page.length - 1];
 
-  const exists = async (pred: Expression<SqlBool>) => (await probe(pred).execute()).length > 0;
+  const exists = async (pred: Expression<SqlBool>) => (await probeOf(real())(pred).execute()).length > 0;
   // Anything behind the page's first row is behind the cursor it started from, and the reverse: the
   // statement's own answer, or (no row came back to carry it) a probe.
   const behindEdge = async (p: Position) => (rows[0] ? rows[0].__edge === true : exists(!fromEnd ? notAhead(p) : notBehind(p)));

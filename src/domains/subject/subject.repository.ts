@@ -13,7 +13,7 @@ import {
   type SubjectRow,
   qualified,
 } from '../../db/tables.js';
-import { type Connection, type PageArgs, type SortKey, paginate } from '../../db/paging.js';
+import { type Connection, type PageArgs, type PageParts, type PageTemplates, type SortKey, paginate } from '../../db/paging.js';
 import { matchScore, matchesTerm } from '../../db/search.js';
 import { preparedShapes } from '../../db/prepared.js';
 import { readDataVersion } from '../tenant/index.js';
@@ -534,7 +534,7 @@ export async function pageSubjects(
   filters: SubjectFilters,
   order: SubjectOrder,
   args: PageArgs,
-  counts: SubjectCounts,
+  caches: { counts: SubjectCounts; pages: PageTemplates },
   dataVersion?: string,
 ): Promise<Connection<SubjectRow>> {
   const id = { id: sql.ref('s.id'), idType: 'uuid' as const };
@@ -555,58 +555,63 @@ export async function pageSubjects(
   const values = filters.values ?? [];
   const only = values.length === 1 && values[0]!.texts.length === 1 ? values[0]! : undefined;
   const byListKey = only && !config.byKey.get(only.key)!.isArray && orderField !== undefined && orderField === config.externalIdKey;
-  let query = subjectListQuery(
-    db,
-    tenantId,
-    relevance ? { ...filters, searchTerm: undefined } : byListKey ? { ...filters, values: undefined, match: undefined } : filters,
-  ).select(qualified('s', SUBJECT_COLUMNS));
-  if (relevance) {
-    query = query.innerJoin(searchMatches(db, tenantId, filters.searchTerm!).as('m'), (j) =>
-      j.onRef('m.subject_id', '=', 's.id'),
-    ) as unknown as typeof query;
-  }
-  if (byListKey) {
-    const text = only!.texts[0]!;
-    query = query
-      .innerJoin('subject_value as o', (j) =>
-        j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', only!.key),
-      )
-      .where(sql<SqlBool>`md5(o.value_text) = ${md5Hex(text)}`)
-      .where('o.value_text', '=', text) as unknown as typeof query;
-  } else if (orderField) {
-    query = query.innerJoin('subject_value as o', (j) =>
-      j
-        .onRef('o.tenant_id', '=', 's.tenant_id')
-        .onRef('o.subject_id', '=', 's.id')
-        .on('o.field_key', '=', orderField)
-        .on('o.ordinal', '=', 0),
-    ) as unknown as typeof query;
-  }
+  // Unfiltered and ordered by a field, the list is exactly the field's ordinal-0 rows (every subject has
+  // one per field, written with it): the probes behind a cursor need not join the subjects.
+  const unfiltered = !filters.entityKeys && !filters.values && !filters.searchTerm;
+  // The statements, over the tenant and the order's field as given in `v` (placeholders, when templated).
+  const build = (v: Record<string, unknown>): PageParts<SubjectRow> => {
+    const tenant = v['tenant'] as string;
+    const field = v['field'] as string | undefined;
+    let query = subjectListQuery(
+      db,
+      tenant,
+      relevance ? { ...filters, searchTerm: undefined } : byListKey ? { ...filters, values: undefined, match: undefined } : filters,
+    ).select(qualified('s', SUBJECT_COLUMNS));
+    if (relevance) {
+      query = query.innerJoin(searchMatches(db, tenant, filters.searchTerm!).as('m'), (j) =>
+        j.onRef('m.subject_id', '=', 's.id'),
+      ) as unknown as typeof query;
+    }
+    if (byListKey) {
+      const text = only!.texts[0]!;
+      query = query
+        .innerJoin('subject_value as o', (j) =>
+          j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', only!.key),
+        )
+        .where(sql<SqlBool>`md5(o.value_text) = ${md5Hex(text)}`)
+        .where('o.value_text', '=', text) as unknown as typeof query;
+    } else if (field !== undefined) {
+      query = query.innerJoin('subject_value as o', (j) =>
+        j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', field).on('o.ordinal', '=', 0),
+      ) as unknown as typeof query;
+    }
+    const probeQuery =
+      unfiltered && field !== undefined
+        ? db.selectFrom('subject_value as o').where('o.tenant_id', '=', tenant).where('o.field_key', '=', field).where('o.ordinal', '=', 0)
+        : undefined;
+    return {
+      query,
+      ...(probeQuery ? { probeQuery } : {}),
+      // The tenant's data version in the page's own snapshot: a cached count is found without a statement.
+      version: db.selectFrom('tenant').select('data_version').where('id', '=', tenant),
+    };
+  };
   // A relevance cursor fits only the term that produced it.
   // Bound to the term by a digest: a cursor stays small whatever the term's length (P22).
   const list = relevance ? `subject~${createHash('sha256').update(filters.searchTerm!).digest('base64url').slice(0, 16)}` : 'subject';
   const pageSort = byListKey ? { ...sort, value: sql.ref('o.list_key') } : sort;
-  // Unfiltered and ordered by a field, the list is exactly the field's ordinal-0 rows (every subject has
-  // one per field, written with it): the probes behind a cursor need not join the subjects.
-  const unfiltered = !filters.entityKeys && !filters.values && !filters.searchTerm;
-  const probeQuery =
-    unfiltered && orderField
-      ? db
-          .selectFrom('subject_value as o')
-          .where('o.tenant_id', '=', tenantId)
-          .where('o.field_key', '=', orderField)
-          .where('o.ordinal', '=', 0)
-      : undefined;
-  return paginate<SubjectRow>({
+  const common = {
     list,
-    query,
-    ...(probeQuery ? { probeQuery } : {}),
-    // The tenant's data version in the page's own snapshot: a cached count is found without a statement.
-    version: db.selectFrom('tenant').select('data_version').where('id', '=', tenantId),
-    count: (pageVersion) => countSubjects(db, counts, tenantId, filters, dataVersion ?? pageVersion),
+    count: (pageVersion: string | undefined) => countSubjects(db, caches.counts, tenantId, filters, dataVersion ?? pageVersion),
     sort: pageSort,
     args,
-  });
+  };
+  const v = { tenant: tenantId, field: orderField };
+  // Unfiltered, the statement's text depends only on the order: built and compiled once per shape
+  // (issue 35). Filters bind lists of any length; those pages are built each time.
+  return unfiltered
+    ? paginate<SubjectRow>({ ...common, template: { db, shape: `subject:${order.by}`, values: v, build }, templates: caches.pages })
+    : paginate<SubjectRow>({ ...common, ...build(v) });
 }
 
 /**

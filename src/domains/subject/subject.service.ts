@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createContextCache } from '@pothos/core';
 import { type StoredValue, type UserReference, parseSentValues, reportUnknownUsers } from '../custom-field/index.js';
 import type { DataTypeName, Db, SubjectRow } from '../../db/tables.js';
-import type { PageArgs } from '../../db/paging.js';
+import { type PageArgs, PageTemplates } from '../../db/paging.js';
 import { isFault, isUniqueViolation } from '../../db/faults.js';
 import { inTransaction } from '../../db/transaction.js';
 import { ConflictError, ErrorCollector, NotFoundError, ValidationError } from '../../core/errors.js';
@@ -50,6 +50,8 @@ export interface SubjectCaches {
   assignableTypes: (db: Db, tenantId: string, configVersion: string) => Promise<Set<string>>;
   /** TotalCounts per tenant, data version and filters. */
   counts: SubjectCounts;
+  /** The unfiltered lists' page statements, compiled once per shape (issue 35). */
+  pages: PageTemplates;
 }
 
 /** One per instance (two apps in a process share none). */
@@ -60,6 +62,7 @@ export function subjectCaches(): SubjectCaches {
       async (db, tenantId) => new Set((await findStructureTypes(db, tenantId)).filter((t) => t.subject_assignable).map((t) => t.key)),
     ),
     counts: subjectCounts(),
+    pages: new PageTemplates(),
   };
 }
 
@@ -135,7 +138,7 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
   const filters = subjectFilters(config, input, errors);
   const order = subjectOrder(config, args.orderBy, filters.searchTerm);
   errors.throwIfAny();
-  return pageSubjects(ctx.db, ctx.principal.tenantId, config, filters, order, args, ctx.subjects.counts, knownQueryDataVersion(ctx));
+  return pageSubjects(ctx.db, ctx.principal.tenantId, config, filters, order, args, ctx.subjects, knownQueryDataVersion(ctx));
 }
 
 export interface SentValue {
