@@ -14,7 +14,7 @@ import {
   tenantConfig,
 } from './helpers.js';
 
-// Issue 35: each instance caches the clients of verified tokens; a tenant apply announces its change through
+// Issue 35, P161: each instance caches the clients of verified tokens; a tenant apply announces its change through
 // the event bus in its transaction and returns once it was delivered, so P8 still holds on every instance.
 const counter = new StatementCounter();
 let app: TestApp;

@@ -81,7 +81,7 @@ describe('query count (D11, issue 8)', () => {
     const res = await api.get('/api/v2/subject?First=20');
     expect(res.status).toBe(200);
     expect(res.body.PageInfo.TotalCount).toBe(100);
-    // The page, with the tenant's data version its cached count is found under; the client, the
+    // The page, with the tenant's data version its cached count is found under (P162); the client, the
     // configuration and the count from the instance's caches (issue 35).
     expect(counter.count - before).toBe(1);
   });
@@ -148,6 +148,7 @@ describe('query count (D11, issue 8)', () => {
     expect(counter.count - before).toBe(1);
   });
 
+  // P163: the page statement's template is compiled once per shape, for every tenant.
   it("compiles an unfiltered list's page statement once per shape: later pages run it with their own values (issue 35)", async () => {
     const page1 = await api.get('/api/v2/subject?First=10');
     const page2 = await api.get(`/api/v2/subject?First=10&After=${encodeURIComponent(page1.body.PageInfo.EndCursor)}`);
