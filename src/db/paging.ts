@@ -340,7 +340,7 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
       .limit(at.limit as number);
   };
   type PageRow = Row & { __sv: string | null; __id: string; __edge?: boolean; __v?: string };
-  let parts: PageParts<Row> | undefined = 'template' in opts ? undefined : opts;
+  let parts: PageParts<Row> | undefined;
   let rows: PageRow[];
   if ('template' in opts) {
     const { template } = opts;
@@ -364,11 +364,11 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
     );
     rows = (await template.db.executeQuery(statement)).rows as PageRow[];
   } else {
-    rows = (await pageStatement(opts, { after, before, limit: size + 1 }).execute()) as PageRow[];
+    parts = opts;
+    rows = (await pageStatement(parts, { after, before, limit: size + 1 }).execute()) as PageRow[];
   }
-  // The probes below run rarely (paging back, an empty page): built as they are needed.
-  const real = () =>
-    (parts ??= (opts as { template: PageTemplate<Row> }).template.build((opts as { template: PageTemplate<Row> }).template.values));
+  // The probes below run rarely (paging back, an empty page): a template's parts are built as they are needed.
+  const real = () => (parts ??= 'template' in opts ? opts.template.build(opts.template.values) : opts);
 
   const more = rows.length > size;
   const page = rows.slice(0, size);
