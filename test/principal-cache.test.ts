@@ -1,4 +1,6 @@
 import { sql } from 'kysely';
+import pino from 'pino';
+import { EventBus, defineTopic, publish } from '../src/db/event-bus.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
@@ -76,5 +78,24 @@ describe('cached principals (issue 35)', () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await statements()).toBe(warm + 1);
     expect(await statements()).toBe(warm);
+  });
+
+  // What every request waits for before it reads a cache the bus keeps (P161, D10): on PostgreSQL a round
+  // trip on the LISTEN connection, answered after the notifications pending for it; in-process on PGlite.
+  it("the event bus's sync resolves only once every event committed before it reached the subscribers", async () => {
+    const bus = await EventBus.open(app.handle.listen, pino({ level: 'silent' }));
+    try {
+      const topic = defineTopic<number>('test.sync', (d) => d as number);
+      const heard: number[] = [];
+      bus.subscribe(topic, (n) => heard.push(n));
+      for (let i = 0; i < 50; i++) {
+        await publish(app.handle.db, topic, i);
+        // Several callers at once share round trips; each still sees the event.
+        await Promise.all([bus.sync(), bus.sync(), bus.sync()]);
+        expect(heard.at(-1), `event ${i}`).toBe(i);
+      }
+    } finally {
+      await bus.close();
+    }
   });
 });

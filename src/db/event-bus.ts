@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { detached } from '../core/tracing.js';
-import type { Listen } from './notifications.js';
+import type { Listen, Listener } from './notifications.js';
 import type { Db } from './tables.js';
 
 /**
@@ -108,7 +108,10 @@ interface Subscriber {
  */
 export class EventBus {
   private readonly topics = new Map<string, { topic: Topic<unknown>; subscribers: Set<Subscriber> }>();
-  private listener: { close(): Promise<void> } | undefined;
+  private listener: Listener | undefined;
+  /** The round trip `sync` shares, and the one queued behind it. */
+  private syncing: Promise<void> | undefined;
+  private syncQueued: Promise<void> | undefined;
   private isConnected = false;
 
   private constructor(private readonly log: Logger) {}
@@ -129,6 +132,26 @@ export class EventBus {
       },
     });
     return bus;
+  }
+
+  /**
+   * Resolves once every event committed before the call has reached the subscribers (the listener's
+   * `sync`; at once where none is needed, or while not listening, when subscribers trust nothing they
+   * heard). Concurrent calls share one round trip; a call made while one is under way waits for the next,
+   * because the one under way may have begun before its events were sent.
+   */
+  sync(): Promise<void> {
+    const sync = this.listener?.sync;
+    if (!sync || !this.isConnected) return Promise.resolve();
+    if (!this.syncing) {
+      this.syncing = sync().finally(() => (this.syncing = undefined));
+      return this.syncing;
+    }
+    this.syncQueued ??= this.syncing.then(() => {
+      this.syncQueued = undefined;
+      return this.sync();
+    });
+    return this.syncQueued;
   }
 
   /** Whether the LISTEN connection is up (events published now will be heard). */

@@ -7,14 +7,25 @@ export interface NotificationHandlers {
   disconnected(): void;
 }
 
+/** An open LISTEN. */
+export interface Listener {
+  close(): Promise<void>;
+  /**
+   * Resolves once every notification committed before the call has been handed to `message`: a round trip
+   * on the LISTEN connection, whose answer PostgreSQL sends after the notifications pending for it. Absent
+   * where notifications arrive in-process at the commit (PGlite).
+   */
+  sync?(): Promise<void>;
+}
+
 /** Listens on a channel until closed. */
-export type Listen = (channel: string, handlers: NotificationHandlers) => Promise<{ close(): Promise<void> }>;
+export type Listen = (channel: string, handlers: NotificationHandlers) => Promise<Listener>;
 
 /**
  * LISTEN on a connection of its own (a pooled one would be handed to other queries). After a drop it
  * reconnects with backoff; `disconnected` tells the caller that notifications may have been missed.
  */
-export async function listenPostgres(url: string, channel: string, h: NotificationHandlers): Promise<{ close(): Promise<void> }> {
+export async function listenPostgres(url: string, channel: string, h: NotificationHandlers): Promise<Listener> {
   let current: pg.Client | undefined;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
@@ -71,6 +82,10 @@ export async function listenPostgres(url: string, channel: string, h: Notificati
   // like a dropped connection: the caller works without notifications until `connected`.
   await connect().catch(() => retry(250));
   return {
+    // A failure drops the connection (its handlers above), which tells the caller to trust nothing it heard.
+    sync: async () => {
+      await current?.query('SELECT 1').catch(() => undefined);
+    },
     close: async () => {
       closed = true;
       clearTimeout(timer);

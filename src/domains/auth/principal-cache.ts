@@ -45,12 +45,14 @@ export class PrincipalCache {
   private generation = 0;
   private coherent = false;
   private unsubscribe: Unsubscribe | undefined;
+  private bus: EventBus | undefined;
 
   constructor(private readonly enabled: boolean) {}
 
   /** Follows the bus; without one (or disabled) every lookup reads the database. */
   start(bus: EventBus | undefined): void {
     if (!bus || !this.enabled) return;
+    this.bus = bus;
     this.unsubscribe = bus.subscribe(PRINCIPALS_CHANGED, () => this.forget(), {
       connected: () => {
         this.forget();
@@ -66,12 +68,19 @@ export class PrincipalCache {
 
   close(): void {
     this.unsubscribe?.();
+    this.bus = undefined;
     this.coherent = false;
     this.forget();
   }
 
-  /** The client of a verified token, from the cache when it may be trusted. */
+  /**
+   * The client of a verified token, from the cache when it may be trusted. A request starts caught up with
+   * the event bus (`EventBus.sync`): an apply, or a data-cache invalidation (D10), answered before the request
+   * was sent has reached this instance's caches before anything is read from them. The round trip is shared
+   * by the requests that wait for it; it stands in for the statement authentication read per request.
+   */
   async find(db: Db, tenantKey: string, clientId: string): Promise<FoundClient | undefined> {
+    if (this.coherent) await this.bus?.sync();
     const key = `${tenantKey}\u0000${clientId}`;
     const cached = this.coherent ? this.clients.get(key) : undefined;
     if (cached) return { client: cached, versions: false };
