@@ -344,9 +344,10 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   let rows: PageRow[];
   if ('template' in opts) {
     const { template } = opts;
-    // The cursors' presence and whether their values are null choose the SQL; their values do not.
+    // The cursors' presence and whether their values are null choose the SQL; their values, and the OrderBy's
+    // name (which only the cursors carry), do not.
     const cursorShape = (p: Position | null) => (p === null ? '-' : p.v === null ? 'n' : 'v');
-    const key = [template.shape, list, sort.name, cursorShape(after), cursorShape(before), fromEnd, descending].join('\u0001');
+    const key = [template.shape, list, cursorShape(after), cursorShape(before), fromEnd, descending].join('\u0001');
     const values = {
       ...template.values,
       __afterV: after?.v,

@@ -51,8 +51,9 @@ export class PrincipalCache {
 
   /** Follows the bus; without one (or disabled) every lookup reads the database. */
   start(bus: EventBus | undefined): void {
-    if (!bus || !this.enabled) return;
+    // The round trip below is every request's, cached or not: the data cache's level 1 relies on it too.
     this.bus = bus;
+    if (!bus || !this.enabled) return;
     this.unsubscribe = bus.subscribe(PRINCIPALS_CHANGED, () => this.forget(), {
       connected: () => {
         this.forget();
@@ -80,7 +81,7 @@ export class PrincipalCache {
    * by the requests that wait for it; it stands in for the statement authentication read per request.
    */
   async find(db: Db, tenantKey: string, clientId: string): Promise<FoundClient | undefined> {
-    if (this.coherent) await this.bus?.sync();
+    await this.bus?.sync();
     const key = `${tenantKey}\u0000${clientId}`;
     const cached = this.coherent ? this.clients.get(key) : undefined;
     if (cached) return { client: cached, versions: false };

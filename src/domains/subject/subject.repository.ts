@@ -523,7 +523,7 @@ export function searchMatches(db: Db, tenantId: string, term: string) {
 export type SubjectOrder = { by: 'relevance' } | { by: 'id' } | { by: 'field'; name: string; fieldKey: string };
 
 /**
- * One page of the subjects matching `filters` in `order`; `counts` and `dataVersion` as for `countSubjects`. The
+ * One page of the subjects matching `filters` in `order`; its TotalCount is cached in `caches.counts`. The
  * query takes the cheapest path the filters and order allow (P48); every path has the same sort
  * values and ids, so a cursor fits whichever path the next page takes.
  */
@@ -535,7 +535,6 @@ export async function pageSubjects(
   order: SubjectOrder,
   args: PageArgs,
   caches: { counts: SubjectCounts; pages: PageTemplates },
-  dataVersion?: string,
 ): Promise<Connection<SubjectRow>> {
   const id = { id: sql.ref('s.id'), idType: 'uuid' as const };
   const relevance = order.by === 'relevance';
@@ -602,7 +601,7 @@ export async function pageSubjects(
   const pageSort = byListKey ? { ...sort, value: sql.ref('o.list_key') } : sort;
   const common = {
     list,
-    count: (pageVersion: string | undefined) => countSubjects(db, caches.counts, tenantId, filters, dataVersion ?? pageVersion),
+    count: (pageVersion: string | undefined) => countSubjects(db, caches.counts, tenantId, filters, pageVersion),
     sort: pageSort,
     args,
   };
@@ -625,7 +624,7 @@ export const subjectCounts = (): SubjectCounts => new LRUCache<string, number>({
 
 /**
  * TotalCount of a filtered subject list, counted once per data version (D6 exact, P48: cheap at scale).
- * `dataVersion`: the version a query read with its principal; otherwise it is read here.
+ * `dataVersion`: the version read in the page's own statement (P162); otherwise it is read here.
  */
 export async function countSubjects(
   db: Db,

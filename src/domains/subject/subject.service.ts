@@ -10,7 +10,7 @@ import { isBlank } from '../../core/input.js';
 import { type Principal, requirePermission } from '../../core/permissions.js';
 import type { Context } from '../../graphql/context.js';
 import { findEntityIdsByKeys, findStructureTypes, shareLockEntitiesByKeys } from '../structural-entity/index.js';
-import { bumpDataVersion, configVersionCache, knownQueryDataVersion } from '../tenant/index.js';
+import { bumpDataVersion, configVersionCache } from '../tenant/index.js';
 import { canonicalFilterValue, firstText, matchingKeyOf } from './subject-values.js';
 import {
   type SubjectConfig,
@@ -138,7 +138,7 @@ export async function listSubjects(ctx: Context, input: SubjectListInput, args: 
   const filters = subjectFilters(config, input, errors);
   const order = subjectOrder(config, args.orderBy, filters.searchTerm);
   errors.throwIfAny();
-  return pageSubjects(ctx.db, ctx.principal.tenantId, config, filters, order, args, ctx.subjects, knownQueryDataVersion(ctx));
+  return pageSubjects(ctx.db, ctx.principal.tenantId, config, filters, order, args, ctx.subjects);
 }
 
 export interface SentValue {

@@ -10,8 +10,3 @@ export async function queryDataVersion(ctx: Pick<Context, 'operation' | 'princip
   if (ctx.operation !== 'query') return undefined;
   return ctx.principal.dataVersion ?? readDataVersion(ctx.db, ctx.principal.tenantId);
 }
-
-/** The data version read with the principal of a query, if it was read with it; never a statement. */
-export function knownQueryDataVersion(ctx: Pick<Context, 'operation' | 'principal'>): string | undefined {
-  return ctx.operation === 'query' ? ctx.principal.dataVersion : undefined;
-}

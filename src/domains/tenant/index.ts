@@ -1,6 +1,6 @@
 // The tenant domain's door: a tenant's versions and the configuration-version cache.
 export { configVersionCache } from './config-version-cache.js';
-export { knownQueryDataVersion, queryDataVersion } from './data-version.js';
+export { queryDataVersion } from './data-version.js';
 export {
   type TenantPart,
   applyTenant,
