@@ -408,6 +408,37 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     expect((list.body as { Edges: { Node: { ExternalId: string } }[] }).Edges.map((e) => e.Node.ExternalId)).toEqual(['E-1']);
   }, 30_000);
 
+  // P161: every request first waits for the bus's round trip on the LISTEN connection. A connection that
+  // stays open but carries nothing (a hung path) delays requests by the round trip's own time-out (1 s),
+  // not the probe's (5 s, every 15 s), and is replaced: the instance is listening again on its own.
+  it('replaces a LISTEN connection that stopped answering, delaying requests by at most its 1 s time-out', async () => {
+    const db = await testDatabase();
+    const proxy = await proxyTo(db.url);
+    const svc = await startService(db.url, { DATABASE_LISTEN_URL: proxy.url(db.url) });
+    await waitReady(svc);
+    const api = await client(svc);
+    expect((await api.get(`${SUBJECTS}?First=5`)).status).toBe(200);
+    await waitFor(svc, 'the LISTEN connection through the proxy', 5_000, () => proxy.open === 1);
+    const accepted = proxy.accepted;
+
+    proxy.stall();
+    const started = now();
+    const answers = await Promise.all([
+      ...Array.from({ length: 5 }, () => api.get(`${SUBJECTS}?First=5`)),
+      api.gql(GQL_READ),
+    ]);
+    const waited = now() - started;
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(waited).toBeLessThan(3_000);
+    await waitFor(svc, 'a new LISTEN connection', 5_000, () => proxy.accepted > accepted);
+
+    // Listening again: requests wait for the new connection's round trip, which answers.
+    const after = now();
+    expect((await api.get(`${SUBJECTS}?First=5`)).status).toBe(200);
+    expect(now() - after).toBeLessThan(1_000);
+    expect(running(svc)).toBe(true);
+  }, 30_000);
+
   it('gives up after STARTUP_TIMEOUT_MS with a line naming it when the database never comes', async () => {
     const proxy = await proxyTo(BASE_URL);
     await proxy.refuse('close');

@@ -14,6 +14,8 @@ export class TcpProxy {
   private listener: Server | undefined;
   private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
   private refusing: RefuseMode | undefined;
+  /** Connections forwarded since the start. */
+  accepted = 0;
 
   private constructor(
     private readonly target: { host: string; port: number },
@@ -54,6 +56,19 @@ export class TcpProxy {
       pair.upstream.destroy();
     }
     this.pairs.clear();
+  }
+
+  /**
+   * Open connections stay open but carry nothing more either way (a hung path, a stopped peer): the
+   * service's side sees no reset and no answer. New connections are forwarded as before.
+   */
+  stall(): void {
+    for (const { client, upstream } of this.pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    }
   }
 
   /** New connections are turned away (see RefuseMode); open ones stay until cut(). */
@@ -101,6 +116,7 @@ export class TcpProxy {
       client.destroy();
       return;
     }
+    this.accepted++;
     const upstream = connect(this.target.port, this.target.host);
     const pair = { client, upstream };
     this.pairs.add(pair);

@@ -27,6 +27,8 @@ export type Listen = (channel: string, handlers: NotificationHandlers) => Promis
  */
 export async function listenPostgres(url: string, channel: string, h: NotificationHandlers): Promise<Listener> {
   let current: pg.Client | undefined;
+  /** Ends `current` as dropped (its handlers below): set while connected. */
+  let dropCurrent: (() => void) | undefined;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   const connect = async () => {
@@ -62,6 +64,7 @@ export async function listenPostgres(url: string, channel: string, h: Notificati
     const drop = () => {
       if (current !== client) return;
       current = undefined;
+      dropCurrent = undefined;
       clearInterval(probe);
       failed();
       h.disconnected();
@@ -72,6 +75,7 @@ export async function listenPostgres(url: string, channel: string, h: Notificati
     probe = setInterval(() => void client.query('SELECT 1').catch(drop), LISTENER_PROBE_MS);
     probe.unref();
     current = client;
+    dropCurrent = drop;
     h.connected();
   };
   const retry = (delay: number) => {
@@ -82,9 +86,14 @@ export async function listenPostgres(url: string, channel: string, h: Notificati
   // like a dropped connection: the caller works without notifications until `connected`.
   await connect().catch(() => retry(250));
   return {
-    // A failure drops the connection (its handlers above), which tells the caller to trust nothing it heard.
+    // A connection that failed is dropped by its handlers above, which tells the caller to trust nothing it
+    // heard. One that does not answer in time (a hung network path, a stopped peer) is dropped here: every
+    // request waits for this round trip, so it may not wait for the probe's longer time-out.
     sync: async () => {
-      await current?.query('SELECT 1').catch(() => undefined);
+      const drop = dropCurrent;
+      await current
+        ?.query(SYNC_QUERY)
+        .catch((e: unknown) => e instanceof Error && e.message === QUERY_TIMEOUT && drop?.());
     },
     close: async () => {
       closed = true;
@@ -102,3 +111,9 @@ export async function listenPostgres(url: string, channel: string, h: Notificati
 
 const LISTENER_PROBE_MS = 15_000;
 const LISTENER_PROBE_TIMEOUT_MS = 5_000;
+/** The bus's round trip before a request (P161): well above a loaded event loop's lag, well below a client's patience. */
+const LISTENER_SYNC_TIMEOUT_MS = 1_000;
+// node-postgres reads a query's own `query_timeout`; its types do not declare it.
+const SYNC_QUERY: pg.QueryConfig & { query_timeout: number } = { text: 'SELECT 1', query_timeout: LISTENER_SYNC_TIMEOUT_MS };
+/** node-postgres's error for a `query_timeout`. */
+const QUERY_TIMEOUT = 'Query read timeout';
