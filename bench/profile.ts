@@ -65,7 +65,8 @@ const LAYERS: [string, (f: CallFrame, pkg: string | undefined) => boolean][] = [
       /^(writev|writevGeneric|writeUtf8String|writeBuffer|writeLatin1String|utf8Slice|latin1Slice|parserOnIncoming)$/.test(f.functionName),
   ],
   ['pg (protocol, rows)', (_f, pkg) => /^(pg|pg-protocol|pg-types|pg-pool|postgres-.*)$/.test(pkg ?? '')],
-  ['PGlite (in-process database)', (_f, pkg) => pkg === '@electric-sql/pglite'],
+  // PGlite's PostgreSQL is WebAssembly: its functions carry wasm:// URLs.
+  ['PGlite (in-process database)', (f, pkg) => pkg === '@electric-sql/pglite' || f.url.startsWith('wasm://')],
   ['Kysely', (_f, pkg) => pkg === 'kysely'],
   ['Yoga, whatwg-node, envelop', (_f, pkg) => /^(graphql-yoga|@whatwg-node\/.*|@envelop\/.*|@graphql-yoga\/.*)$/.test(pkg ?? '')],
   // graphql-jit's compiled resolvers are anonymous code named after the type and field (`Subject__…Handler`).
