@@ -3,9 +3,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ApiClient, type ApiResponse, FULL_CLIENT, expectProblem, freePort, openTestDatabase, tenantConfig } from './helpers.js';
 import { TcpProxy } from './tcp-proxy.js';
+import { EventBus, defineTopic } from '../src/db/event-bus.js';
 
 // Issue 15: the real process (`npm start`'s command, the build global-setup made) against a PostgreSQL
 // that fails under it: sessions terminated under load, connections cut and refused, a database that is
@@ -423,10 +425,7 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
 
     proxy.stall();
     const started = now();
-    const answers = await Promise.all([
-      ...Array.from({ length: 5 }, () => api.get(`${SUBJECTS}?First=5`)),
-      api.gql(GQL_READ),
-    ]);
+    const answers = await Promise.all([...Array.from({ length: 5 }, () => api.get(`${SUBJECTS}?First=5`)), api.gql(GQL_READ)]);
     const waited = now() - started;
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
     expect(waited).toBeLessThan(3_000);
@@ -438,6 +437,33 @@ describe('PostgreSQL faults under the running service (issue 15)', () => {
     expect(now() - after).toBeLessThan(1_000);
     expect(running(svc)).toBe(true);
   }, 30_000);
+
+  // P161: the round trip's time-out is not a blocked event loop's. The answer then waits on the socket
+  // while the timer runs first; it is read before the listener is judged, and the listener is kept.
+  it('keeps a LISTEN connection whose answer waited behind an event loop blocked past the round trip time-out', async () => {
+    const db = await testDatabase();
+    const bus = await EventBus.open(db.listen, pino({ level: 'silent' }));
+    cleanups.push(() => bus.close());
+    let drops = 0;
+    bus.subscribe(
+      defineTopic<number>('test.blocked', (d) => d as number),
+      () => {},
+      { disconnected: () => drops++ },
+    );
+    for (let i = 0; !bus.connected && i < 100; i++) await sleep(50);
+    expect(bus.connected).toBe(true);
+
+    for (let round = 0; round < 3; round++) {
+      const synced = bus.sync();
+      const until = now() + 1_300;
+      while (now() < until) {
+        // Blocks the event loop past the 1 s time-out, as a long synchronous task would.
+      }
+      await synced;
+    }
+    expect(drops).toBe(0);
+    expect(bus.connected).toBe(true);
+  });
 
   it('gives up after STARTUP_TIMEOUT_MS with a line naming it when the database never comes', async () => {
     const proxy = await proxyTo(BASE_URL);
