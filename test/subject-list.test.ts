@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { print } from 'graphql';
 import { sql } from 'kysely';
 import { migrations } from '../db/migrations.js';
 import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
+import { subjectRoutes } from '../src/domains/subject/index.js';
 import { type ApiClient, type ApiResponse, type TestApp, createTenant, expectValidation, startApp, tenantConfig } from './helpers.js';
 
 // The subject list through HTTP only: GET /api/v2/subject and GraphQL subjects(...).
@@ -783,5 +785,59 @@ describe('a one-value filter in ExternalId order (issue 8: read off the filter i
     const unset = await sql<{ n: number }>`SELECT count(*)::int AS n FROM subject_value WHERE list_key IS NULL`.execute(app.handle.db);
     expect(unset.rows[0]!.n).toBe(0);
     expect(await walk(f(2), 4)).toEqual(before);
+  });
+});
+
+// P164: the REST list's answer is written from the page it loads, not from its executed GraphQL document.
+// Byte for byte the same as the document's answer shaped by the route's `respond`, over filters, orders,
+// cursors, both ends, page sizes on either side of the slicing bound (P65), an empty page, and values that
+// JSON must escape.
+describe('the REST list written from its page (P164)', () => {
+  let api: ApiClient;
+  beforeAll(async () => {
+    api = await (await createTenant(app, { subjectFields: FIELDS, structuralEntities: ENTITIES })).client();
+    await seed(api, [
+      ...FILTER_SUBJECTS,
+      { no: 'Q-"01"', name: 'Zoë \\ "quoted" \u2028 <tab>\t', values: [sv('email', 'String', '\u0007é@example.org')] },
+      ...Array.from({ length: 105 }, (_, i) => ({ no: `M-${String(i).padStart(3, '0')}` })),
+    ]);
+  });
+
+  it("answers exactly what executing the route's GraphQL document and its respond answer", async () => {
+    const route = subjectRoutes.find((r) => r.operationId === 'getSubjects')!;
+    const document = print(route.operation);
+    const raw = async (query: string) => {
+      const res = await fetch(`${api.url}${LIST}${query ? `?${query}` : ''}`, { headers: { authorization: `Bearer ${api.token}` } });
+      return { status: res.status, text: await res.text() };
+    };
+    const page2 = JSON.parse((await raw('First=2')).text) as { PageInfo: { EndCursor: string } };
+    const last3 = JSON.parse((await raw('Last=3')).text) as { PageInfo: { StartCursor: string } };
+    const cases: [string, Record<string, unknown>][] = [
+      ['', {}],
+      ['First=0', { first: 0 }],
+      ['First=2', { first: 2 }],
+      [`First=2&After=${encodeURIComponent(page2.PageInfo.EndCursor)}`, { first: 2, after: page2.PageInfo.EndCursor }],
+      ['Last=3', { last: 3 }],
+      [`Last=2&Before=${encodeURIComponent(last3.PageInfo.StartCursor)}`, { last: 2, before: last3.PageInfo.StartCursor }],
+      ['First=100', { first: 100 }],
+      ['First=101', { first: 101 }],
+      ['OrderBy=grade&OrderDirection=Descending', { orderBy: 'grade', orderDirection: 'DESCENDING' }],
+      ['OrderBy=Id&First=7', { orderBy: 'Id', first: 7 }],
+      ['StructuralEntityKeys=sales&IncludeDescendants=true', { structuralEntityKeys: ['sales'], includeDescendants: true }],
+      ['SearchTerm=quoted', { searchTerm: 'quoted' }],
+      ['customFieldValueFilter.values[skills]=java', { customFieldValueFilter: { values: [{ key: 'skills', values: ['java'] }] } }],
+      ['customFieldValueFilter.values[grade]=404', { customFieldValueFilter: { values: [{ key: 'grade', values: ['404'] }] } }],
+    ];
+    for (const [query, variables] of cases) {
+      const rest = await raw(query);
+      const executed = await api.gql(document, variables);
+      expect(executed.body.errors, query).toBeUndefined();
+      expect(rest.status, query).toBe(200);
+      expect(rest.text, query).toBe(JSON.stringify(route.respond(executed.body.data).body));
+    }
+    // The pages compared held the values JSON escapes (the last subject by ExternalId), a multi-value field,
+    // booleans, decimals and dates.
+    const last = JSON.parse((await raw('Last=3')).text) as { Edges: { Node: { ExternalId: string } }[] };
+    expect(last.Edges.map((e) => e.Node.ExternalId).at(-1)).toBe('Q-"01"');
   });
 });

@@ -9,6 +9,13 @@ import { defineRoute, pascalLocation } from '../../http/rest/route.js';
 import { documentedAs, invalidParameter, problemExample } from '../../http/openapi/documented.js';
 import { RestStructuralEntitySchema, exampleHeadOffice, exampleSalesNorth, toRestEntity } from '../structural-entity/index.js';
 import { isUuid } from './subject.repository.js';
+import { type SubjectListInput, listSubjects as listSubjectPage, subjectConfig } from './subject.service.js';
+import { customFieldValues } from '../custom-field/index.js';
+import { hasPermission } from '../../core/permissions.js';
+import { DEFAULT_PAGE_SIZE, type PageArgs } from '../../db/paging.js';
+import type { Context } from '../../graphql/context.js';
+import { UNSLICED_NODES } from '../../graphql/slices.js';
+import type { RestSubjectsQueryVariables } from '../../generated/graphql.js';
 
 graphql(`
   fragment RestSubject on Subject {
@@ -128,6 +135,39 @@ function restSubjectId(id: string): string {
   return isUuid(id) ? id : '00000000-0000-0000-0000-000000000000';
 }
 
+/**
+ * The REST list's answer as text, written from the page `listSubjects` loads (P164): byte for byte what
+ * `respond` makes of the executed RestSubjects document (restPage over toRestSubject), key order included,
+ * without the document's resolvers, the result's objects, their copy and its serialisation. A missing
+ * permission (the document's FORBIDDEN) and a page large enough to be completed in slices (P65) are left
+ * to the document.
+ */
+async function writeSubjectPage(ctx: Context, v: RestSubjectsQueryVariables): Promise<string | undefined> {
+  if (!hasPermission(ctx.principal, 'List:Subject') || (v.first ?? v.last ?? DEFAULT_PAGE_SIZE) > UNSLICED_NODES) return undefined;
+  // Coerced as execution coerces them: every list is a list.
+  const page = await listSubjectPage(ctx, v as SubjectListInput, v as PageArgs);
+  const [total, config] = await Promise.all([page.totalCount(), subjectConfig(ctx)]);
+  const fields = new Map(
+    config.fields.map((f) => [f, JSON.stringify({ Key: f.key, Name: f.name, Type: f.type, Required: f.required, IsArray: f.isArray })]),
+  );
+  const edges: string[] = [];
+  for (const { node, cursor } of page.edges) {
+    const values = customFieldValues(config.fields, node.values).map(({ field, values: typed }) => {
+      const texts = typed.map((t) => `{"DataType":${JSON.stringify(t.dataType)},"ValueText":${JSON.stringify(t.valueText)}}`);
+      return `{"Field":${fields.get(field)},"Value":${field.isArray ? `[${texts.join(',')}]` : texts[0]}}`;
+    });
+    edges.push(
+      `{"Node":{"Id":${JSON.stringify(node.id)},"ExternalId":${JSON.stringify(node.external_id)},"CustomFieldValues":[${values.join(',')}]},"Cursor":${JSON.stringify(cursor)}}`,
+    );
+  }
+  const info = page.pageInfo;
+  return (
+    `{"PageInfo":{"HasNextPage":${info.hasNextPage},"HasPreviousPage":${info.hasPreviousPage},` +
+    `"StartCursor":${JSON.stringify(info.startCursor ?? null)},"EndCursor":${JSON.stringify(info.endCursor ?? null)},"TotalCount":${total}},` +
+    `"Edges":[${edges.join(',')}]}`
+  );
+}
+
 const keyList = z.array(z.string()).optional();
 const subjectIdParam = z.object({ subjectId: z.string().meta({ description: 'The subject id (a UUID).', examples: [EXAMPLE_ID] }) });
 const FILTER_VALUE = /^customFieldValueFilter\.values\[(.*)\]$/i;
@@ -204,6 +244,7 @@ const listSubjects = defineRoute({
   },
   location: subjectListLocation,
   respond: (data) => ({ status: 200, body: restPage(data.subjects!, toRestSubject) }),
+  direct: writeSubjectPage,
   responses: {
     200: {
       description: 'A page of subjects (without StructuralEntities).',

@@ -1,6 +1,7 @@
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import type { z } from 'zod';
 import type { Scope } from '../../core/permissions.js';
+import type { Context } from '../../graphql/context.js';
 
 export interface RestRequest<P, Q, B> {
   params: P;
@@ -35,6 +36,15 @@ export interface RouteDef<TData = any, TVars = any, P = any, Q = any, B = any> {
   variables: (req: RestRequest<P, Q, B>) => TVars;
   /** Status and body from the operation's data; may throw an AppError (e.g. NotFound for null). */
   respond: (data: TData) => { status: number; body: unknown };
+  /**
+   * The 200 answer's JSON text written straight from the service's result, for a route whose answer has a
+   * fixed shape (P164): the call `operation`'s resolver makes, without executing the document (its
+   * resolvers, the result's objects, `respond`'s copy of them and their serialisation). `variables` are
+   * coerced as execution would coerce them. Resolves undefined where it does not apply; an expected 4xx
+   * error (AppError) does the same. Then the document is executed, so every error keeps its one mapping.
+   * It must answer exactly what executing `operation` and `respond` answer: a test compares the two.
+   */
+  direct?: (ctx: Context, variables: TVars) => Promise<string | undefined>;
   /**
    * Documented answers: status → description, body schema and a realistic example body (document only).
    * A 4xx entry documents a problem+json answer of the operation (its example, when given, a problem body).

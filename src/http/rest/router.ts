@@ -1,5 +1,5 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response, Router } from 'express';
-import { type ExecutionResult, type GraphQLSchema, validate } from 'graphql';
+import { type ExecutionResult, type GraphQLSchema, Kind, type OperationDefinitionNode, getVariableValues, validate } from 'graphql';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { complexityFromQuery } from '@pothos/plugin-complexity';
 import { AppError, type FieldErrors, ValidationError } from '../../core/errors.js';
@@ -65,15 +65,19 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     // Weighed as the same operation sent to /graphql would be (P52): one cost model, one admission.
     const release = await deps.admission.admit({ tenant: principal.tenantKey, client: principal.clientId }, costOf(route, variables), res);
     const ctx = createContext(deps.context(req), route.operation);
-    let result: ExecutionResult;
+    let direct: string | undefined;
+    let result: ExecutionResult | undefined;
     try {
-      result = await executors.get(route)!.query(undefined, ctx, variables);
+      direct = route.direct ? await directAnswer(route, ctx, variables) : undefined;
+      if (direct === undefined) result = await executors.get(route)!.query(undefined, ctx, variables);
     } finally {
       // The database work is done: the units go back whatever the client's reading speed (P77).
       release();
     }
     // Before the answer: a read that follows a write sees it (P152).
     await operationDone(ctx);
+    if (direct !== undefined) return writeJson(res, 200, direct);
+    if (!result) throw new Error(`Route ${route.operationId}: no result`);
     if (result.errors?.length) {
       // Variables the operation could not coerce (no execution happened): bad input, 400 (D5).
       if (!('data' in result)) throw variableCoercionError(result.errors, location);
@@ -89,15 +93,24 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
       throw result.errors[0]!.originalError ?? result.errors[0]!;
     }
     const { status, body: out } = route.respond(result.data as never);
-    // Written directly: Express's res.json adds a freshness check and header juggling that cost a few
-    // percent of a list request (P48). Node leaves the body out of a HEAD answer itself.
-    res.statusCode = status;
-    if (out === undefined) return void res.end();
+    if (out === undefined) {
+      res.statusCode = status;
+      return void res.end();
+    }
     // A large page is serialised over several turns of the event loop, as it was executed (P65).
-    const text = ctx.slices.sliced ? await slicedJson(out) : JSON.stringify(out);
-    res.setHeader('Content-Type', 'application/json; charset=utf-8');
-    res.setHeader('Content-Length', Buffer.byteLength(text));
-    res.end(text);
+    writeJson(res, status, ctx.slices.sliced ? await slicedJson(out) : JSON.stringify(out));
+  }
+  /** The route's direct answer (P164) with its variables coerced; undefined where the document answers. */
+  async function directAnswer(route: RouteDef, ctx: ReturnType<typeof createContext>, variables: Record<string, unknown>) {
+    const definition = route.operation.definitions.find((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION)!;
+    const coerced = getVariableValues(deps.schema, definition.variableDefinitions ?? [], variables);
+    if (coerced.errors) return undefined;
+    try {
+      return await route.direct!(ctx, coerced.coerced);
+    } catch (e) {
+      if (e instanceof AppError && e.status < 500) return undefined;
+      throw e;
+    }
   }
   /** The D11 cost of a route's operation with these variables; 1 when they do not coerce (execution reports that). */
   function costOf(route: RouteDef, variables: Record<string, unknown>): number {
@@ -110,6 +123,17 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     });
   }
   return router;
+}
+
+/**
+ * Written directly: Express's res.json adds a freshness check and header juggling that cost a few percent
+ * of a list request (P48). Node leaves the body out of a HEAD answer itself.
+ */
+function writeJson(res: Response, status: number, text: string): void {
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
 }
 
 /**
