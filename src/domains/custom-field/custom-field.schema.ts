@@ -1,5 +1,5 @@
 import { builder } from '../../graphql/builder.js';
-import { type FieldDef, type Scalar, type StoredValue, valueText } from './custom-field.js';
+import { type FieldDef, type Scalar, forEachFieldValue, valueText } from './custom-field.js';
 import type { DataTypeName } from '../../db/tables.js';
 
 /** One value with its type and D7 text, built with the list (see `customFieldValues`). */
@@ -67,10 +67,6 @@ const typed = (dataType: DataTypeName, value: Scalar): TypedValue => ({ dataType
 /** Stored values in field order, leaving out fields without a value (D7). */
 export function customFieldValues(fields: readonly FieldDef[], stored: Record<string, unknown>): CustomFieldValueShape[] {
   const out: CustomFieldValueShape[] = [];
-  for (const field of fields) {
-    const v = stored[field.key] as StoredValue | undefined;
-    if (v === undefined || v === null) continue;
-    out.push({ field, values: Array.isArray(v) ? v.map((x) => typed(field.dataType, x)) : [typed(field.dataType, v)] });
-  }
+  forEachFieldValue(fields, stored, (field, values) => out.push({ field, values: values.map((x) => typed(field.dataType, x)) }));
   return out;
 }

@@ -35,6 +35,22 @@ export function dataTypeByName(name: string): DataTypeName | undefined {
   return DATA_TYPES.find((t) => t.toLowerCase() === lower);
 }
 
+/**
+ * Each stored value list in field order, leaving out fields without a value (D7): the one rule of which
+ * values a record shows, for the GraphQL values and the REST list's writer (P164) alike.
+ */
+export function forEachFieldValue(
+  fields: readonly FieldDef[],
+  stored: Record<string, unknown>,
+  visit: (field: FieldDef, values: readonly Scalar[]) => void,
+): void {
+  for (const field of fields) {
+    const v = stored[field.key] as StoredValue | null | undefined;
+    if (v === undefined || v === null) continue;
+    visit(field, Array.isArray(v) ? v : [v]);
+  }
+}
+
 /** D7's canonical ValueText. */
 export function valueText(type: DataTypeName, v: Scalar): string {
   return type === 'Boolean' ? (v ? 'true' : 'false') : String(v);

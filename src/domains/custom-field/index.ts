@@ -7,6 +7,7 @@ export {
   type StoredValue,
   type UserReference,
   dataTypeByName,
+  forEachFieldValue,
   parseSentValues,
   readTyped,
   sortKeyOf,

@@ -10,7 +10,7 @@ import { documentedAs, invalidParameter, problemExample } from '../../http/opena
 import { RestStructuralEntitySchema, exampleHeadOffice, exampleSalesNorth, toRestEntity } from '../structural-entity/index.js';
 import { isUuid } from './subject.repository.js';
 import { type SubjectListInput, listSubjects as listSubjectPage, subjectConfig } from './subject.service.js';
-import { customFieldValues } from '../custom-field/index.js';
+import { forEachFieldValue, valueText } from '../custom-field/index.js';
 import { hasPermission } from '../../core/permissions.js';
 import { DEFAULT_PAGE_SIZE, type PageArgs } from '../../db/paging.js';
 import type { Context } from '../../graphql/context.js';
@@ -147,17 +147,28 @@ async function writeSubjectPage(ctx: Context, v: RestSubjectsQueryVariables): Pr
   // Coerced as execution coerces them: every list is a list.
   const page = await listSubjectPage(ctx, v as SubjectListInput, v as PageArgs);
   const [total, config] = await Promise.all([page.totalCount(), subjectConfig(ctx)]);
-  const fields = new Map(
-    config.fields.map((f) => [f, JSON.stringify({ Key: f.key, Name: f.name, Type: f.type, Required: f.required, IsArray: f.isArray })]),
+  // Per field, serialised once: its descriptor, and what precedes each of its value texts.
+  const heads = new Map(
+    config.fields.map((f) => [
+      f,
+      {
+        descriptor: JSON.stringify({ Key: f.key, Name: f.name, Type: f.type, Required: f.required, IsArray: f.isArray }),
+        value: `{"DataType":${JSON.stringify(f.dataType)},"ValueText":`,
+      },
+    ]),
   );
   const edges: string[] = [];
   for (const { node, cursor } of page.edges) {
-    const values = customFieldValues(config.fields, node.values).map(({ field, values: typed }) => {
-      const texts = typed.map((t) => `{"DataType":${JSON.stringify(t.dataType)},"ValueText":${JSON.stringify(t.valueText)}}`);
-      return `{"Field":${fields.get(field)},"Value":${field.isArray ? `[${texts.join(',')}]` : texts[0]}}`;
+    let values = '';
+    forEachFieldValue(config.fields, node.values, (def, stored) => {
+      const { descriptor, value } = heads.get(def)!;
+      const texts = stored.map((x) => `${value}${JSON.stringify(valueText(def.dataType, x))}}`);
+      // toRestSubject's `isArray ? values : values[0]`: a single value with none stored has no Value key.
+      const shown = def.isArray ? `,"Value":[${texts.join(',')}]` : texts.length > 0 ? `,"Value":${texts[0]}` : '';
+      values += `${values ? ',' : ''}{"Field":${descriptor}${shown}}`;
     });
     edges.push(
-      `{"Node":{"Id":${JSON.stringify(node.id)},"ExternalId":${JSON.stringify(node.external_id)},"CustomFieldValues":[${values.join(',')}]},"Cursor":${JSON.stringify(cursor)}}`,
+      `{"Node":{"Id":${JSON.stringify(node.id)},"ExternalId":${JSON.stringify(node.external_id)},"CustomFieldValues":[${values}]},"Cursor":${JSON.stringify(cursor)}}`,
     );
   }
   const info = page.pageInfo;
