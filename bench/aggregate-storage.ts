@@ -18,7 +18,6 @@
  * numbers depend on the machine (see the calibration line).
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { CompiledQuery, sql } from 'kysely';
 import { pino } from 'pino';
@@ -30,6 +29,7 @@ import { migrateToLatest } from '../src/db/migrate.js';
 import { SecretBox } from '../src/domains/data/index.js';
 import { applyTenantFile } from '../src/domains/tenant-apply/index.js';
 import { createReferenceProvider } from '../src/provider/reference-provider.js';
+import { cpuMs } from './processes.js';
 
 const SUBJECTS = Number(process.env['BENCH_SUBJECTS'] ?? 10_000);
 const ITERATIONS = Number(process.env['BENCH_ITERATIONS'] ?? 30);
@@ -172,10 +172,6 @@ try {
   // The two storage shapes, one statement each, on one connection whose backend CPU time is read.
   await handle.db.connection().execute(async (c) => {
     const pid = (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(c)).rows[0]!.pid;
-    const cpuMs = () => {
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return (Number(f[11]) + Number(f[12])) * 10;
-    };
     await sql`SELECT set_config('jit', 'off', false), set_config('work_mem', '32MB', false)`.execute(c);
     const ids = (await sql<{ id: string }>`SELECT id FROM subject`.execute(c)).rows.map((r) => r.id);
     const measures = `count(v), count(DISTINCT sid), sum(v), avg(v), min(v::float8), max(v::float8), stddev_samp(v::float8),
@@ -202,9 +198,9 @@ try {
         CompiledQuery.raw('SELECT count(*) FROM generate_series(1, 1000000)'),
       ],
     ] as const) {
-      const c0 = cpuMs();
+      const c0 = cpuMs(pid);
       await measure(label, () => c.executeQuery(q));
-      console.log(`${''.padEnd(64)} backend CPU ${((cpuMs() - c0) / (ITERATIONS + 3)).toFixed(1)} ms a statement`);
+      console.log(`${''.padEnd(64)} backend CPU ${((cpuMs(pid) - c0) / (ITERATIONS + 3)).toFixed(1)} ms a statement`);
     }
   });
   await measure('dataPointAggregates, warm (DAY, Europe/Berlin, percentiles)', () => aggregate(input));

@@ -258,6 +258,13 @@ export function workerNodePid(pid: number): number {
   return found;
 }
 
+/** User + system CPU time a process has used so far, in milliseconds (/proc/<pid>/stat, 100 ticks a second). */
+export function cpuMs(pid: number): number {
+  // Fields 14 and 15 of stat; 12 and 13 after the pid and the parenthesised command.
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 /** VmHWM (peak resident set size) of a process, in bytes. */
 export function peakRss(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');

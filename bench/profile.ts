@@ -18,7 +18,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { runLoad } from './load.js';
-import { drain, makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
+import { cpuMs, drain, makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
 import { type Scenario, LIST_SCENARIOS, buildScenarios } from './scenarios.js';
 import { machineFacts, writeReport } from './report.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
@@ -119,15 +119,6 @@ export function summarise(profile: CpuProfile): Summary {
       .slice(0, TOP_FUNCTIONS)
       .map(({ k, share }) => ({ name: k, share })),
   };
-}
-
-/** User + system CPU time of a process so far, in milliseconds. */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    .replace(/^.*\) /, '')
-    .split(' ');
-  // utime and stime are fields 14 and 15 of stat; 12 and 13 after the pid and the command.
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
 }
 
 interface ProfiledScenario {

@@ -1,5 +1,13 @@
 import express, { type NextFunction, type Request, type RequestHandler, type Response, Router } from 'express';
-import { type ExecutionResult, type GraphQLSchema, Kind, type OperationDefinitionNode, getVariableValues, validate } from 'graphql';
+import {
+  type ExecutionResult,
+  type GraphQLSchema,
+  Kind,
+  type OperationDefinitionNode,
+  type VariableDefinitionNode,
+  getVariableValues,
+  validate,
+} from 'graphql';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { complexityFromQuery } from '@pothos/plugin-complexity';
 import { AppError, type FieldErrors, ValidationError } from '../../core/errors.js';
@@ -30,6 +38,8 @@ export interface RestDeps {
 export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router {
   const router = Router();
   const executors = new Map<RouteDef, CompiledQuery>();
+  /** The variables each route's operation declares, for a direct answer's coercion (P164). */
+  const variableDefinitions = new Map<RouteDef, readonly VariableDefinitionNode[]>();
   const json = express.json({ limit: deps.maxBodyBytes, strict: false, type: JSON_TYPES });
   for (const route of routes) {
     const problems = validate(deps.schema, route.operation);
@@ -40,6 +50,8 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
     if (!isCompiledQuery(compiled))
       throw new Error(`Route ${route.operationId}: ${(compiled as ExecutionResult).errors?.map((e) => e.message).join('; ')}`);
     executors.set(route, compiled);
+    const definition = route.operation.definitions.find((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+    variableDefinitions.set(route, definition?.variableDefinitions ?? []);
 
     const readBody = (req: Request, res: Response, next: NextFunction) => {
       if (!route.body) return next();
@@ -102,8 +114,7 @@ export function restRouter(deps: RestDeps, routes: readonly RouteDef[]): Router 
   }
   /** The route's direct answer (P164) with its variables coerced; undefined where the document answers. */
   async function directAnswer(route: RouteDef, ctx: ReturnType<typeof createContext>, variables: Record<string, unknown>) {
-    const definition = route.operation.definitions.find((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION)!;
-    const coerced = getVariableValues(deps.schema, definition.variableDefinitions ?? [], variables);
+    const coerced = getVariableValues(deps.schema, variableDefinitions.get(route)!, variables);
     if (coerced.errors) return undefined;
     try {
       return await route.direct!(ctx, coerced.coerced);
