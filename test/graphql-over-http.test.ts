@@ -155,6 +155,50 @@ describe('one answer per document (issue 18, part 2)', () => {
     }
   });
 
+  // P165: a compiled document's answer is written by a serialiser compiled for its selection; every byte
+  // must be the interpreted run's (JSON.stringify): escapes, nulls, enums, numbers, an interface's fragments,
+  // skipped fields, and a document with the JSON scalar, which that serialiser cannot describe.
+  it('a successful document answers the same bytes three times: interpreted, then compiled and serialised for its selection', async () => {
+    const upsert = `mutation U($input: UpsertSubjectInput!) { upsertSubject(input: $input) { subject { id } } }`;
+    const names = ['Quote " back\\\\slash \\n tab\\t', 'Émile 😀 \u2028 </script>', 'plain'];
+    const ids: string[] = [];
+    for (const [i, name] of names.entries()) {
+      const values = [
+        { key: 'employeeNumber', value: { String: { value: `SER-${i}` } } },
+        { key: 'fullName', value: { String: { value: name } } },
+        ...(i === 2 ? [] : [{ key: 'grade', value: { Integer: { value: i + 7 } } }]),
+        ...(i === 0 ? [{ key: 'skills', value: [{ String: { value: 'a"b' } }, { String: { value: '' } }] }] : []),
+      ];
+      const res = await post({ query: upsert, variables: { input: { customFieldValues: values } } });
+      ids.push(((await res.json()) as any).data.upsertSubject.subject.id);
+    }
+    const documents = [
+      `query L($skip: Boolean!) {
+        subjects(first: 10, customFieldValueFilter: { match: EXACT_ANY, values: [{ key: "employeeNumber", values: ["SER-0", "SER-1", "SER-2"] }] }) {
+          totalCount
+          pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+          edges { cursor node { __typename id subjectId externalId
+            later: customFieldValues { field { key name type required isArray } values { dataType valueText } }
+            hidden: externalId @skip(if: $skip)
+          } }
+        }
+      }`,
+      `query N($ids: [ID!]!) { nodes(ids: $ids) { __typename id ... on Subject { externalId customFieldValues { values { valueText } } } } }`,
+      '{ dataExtracts(first: 5) { totalCount edges { node { key name options } } } }',
+    ];
+    for (const query of documents) {
+      const answers: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const res = await post({ query, variables: { skip: true, ids } }, GRAPHQL_RESPONSE_TYPE);
+        expect(res.status, query).toBe(200);
+        answers.push(await res.text());
+      }
+      expect(JSON.parse(answers[0]!).data, query).toBeTruthy();
+      expect(answers[1], query).toBe(answers[0]);
+      expect(answers[2], query).toBe(answers[0]);
+    }
+  });
+
   // graphql-jit before 0.8.9 ran a mutation's own fields before those of its fragments (its issue 283):
   // the compiled run (the second) updated the subject before creating it.
   // P69: one graphql-jit, the one that keeps a mutation's order.
