@@ -633,8 +633,11 @@ export async function countSubjects(
   filters: SubjectFilters,
   dataVersion?: string,
 ): Promise<number> {
-  // A digest: the filters can be long (terms, many values), the cache's keys must not be.
-  const filterKey = createHash('sha256').update(JSON.stringify(filters)).digest('base64url');
+  // A digest when the filters are long (terms, many values): the cache's keys must not be. Short ones (an
+  // unfiltered list's `{}`) are their own key, without hashing on every request; a digest (base64url) has
+  // no `{`, so the two never meet.
+  const filterText = JSON.stringify(filters);
+  const filterKey = filterText.length <= 40 ? filterText : createHash('sha256').update(filterText).digest('base64url');
   const cached = counts.get(`${tenantId}|${dataVersion ?? (await readDataVersion(db, tenantId))}|${filterKey}`);
   if (cached !== undefined) return cached;
   const counted = subjectListQuery(db, tenantId, filters).select((eb) => eb.fn.countAll<string>().as('n'));
