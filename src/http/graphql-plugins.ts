@@ -366,34 +366,24 @@ function mapEvents<T, R>(source: AsyncIterable<T>, fn: (event: T) => R | Promise
 /**
  * graphql-jit for the documents a client repeats (a dashboard sends the same few): a document is compiled
  * on its second execution, so a stream of one-off documents costs no compilation; both the counts and the
- * compiled functions are bounded LRUs. Yoga's parser cache hands out one DocumentNode per query text.
- * graphql-jit implements neither @defer nor @stream (it would inline the one and fail on the other) and
- * subscriptions gain nothing from it: those run on Yoga's own executor. A compiled document's answer is
- * serialised by a function compiled for its selection (graphql-jit's fast-json-stringify schema, P165),
- * where graphql-jit can describe every leaf (not the JSON scalar): `JSON.stringify` otherwise, and for a
- * result with errors or extensions, which that schema does not describe.
+ * compiled functions are bounded LRUs. Yoga's parser cache hands out one DocumentNode per query text. A
+ * document compiles per operation (P165: a plugin keyed by the document alone ran the operation compiled
+ * first whichever `operationName` asked). graphql-jit implements neither @defer nor @stream (it would
+ * inline the one and fail on the other) and subscriptions gain nothing from it: those run on Yoga's own
+ * executor, and so does a document graphql-jit cannot compile (it answers as the interpreted run does).
  */
 export function compiledRepeatedDocuments(): Plugin {
   const seen = new LRUCache<DocumentNode, true>({ max: 1000 });
-  const compiled = new LRUCache<DocumentNode, { operationName: string | null | undefined; query: CompiledQuery | undefined }>({ max: 500 });
+  const compiled = new LRUCache<DocumentNode, Map<string, CompiledQuery | undefined>>({ max: 500 });
   const compile = (args: ExecutionArgs): CompiledQuery | undefined => {
-    const cached = compiled.get(args.document);
-    if (cached && cached.operationName === args.operationName) return cached.query;
-    // The serialiser's schema fails on a scalar it cannot describe; then the document compiles without it.
-    const withSerializer = compileQuery(args.schema, args.document, args.operationName ?? undefined, { customJSONSerializer: true });
-    const result = isCompiledQuery(withSerializer)
-      ? withSerializer
-      : compileQuery(args.schema, args.document, args.operationName ?? undefined);
-    // A document graphql-jit cannot compile runs as Yoga runs it, and answers as the interpreted run does.
+    const name = args.operationName ?? '';
+    let operations = compiled.get(args.document);
+    if (operations?.has(name)) return operations.get(name);
+    if (!operations) compiled.set(args.document, (operations = new Map()));
+    const result = compileQuery(args.schema, args.document, args.operationName ?? undefined);
     const query = isCompiledQuery(result) ? result : undefined;
-    compiled.set(args.document, { operationName: args.operationName, query });
+    operations.set(name, query);
     return query;
-  };
-  const run = (query: CompiledQuery, args: ExecutionArgs) => {
-    const stringify = (r: ExecutionResult) => (r.errors || r.extensions ? JSON.stringify(r) : query.stringify(r));
-    const withStringify = (r: ExecutionResult) => Object.assign(r, { stringify });
-    const result = query.query(args.rootValue, args.contextValue, args.variableValues);
-    return isPromise(result) ? result.then(withStringify) : withStringify(result);
   };
   return {
     onPluginInit({ addPlugin }) {
@@ -403,16 +393,12 @@ export function compiledRepeatedDocuments(): Plugin {
             return;
           if (!seen.has(args.document)) return void seen.set(args.document, true);
           const query = compile(args);
-          if (query) setExecuteFn(((a: ExecutionArgs) => run(query, a)) as typeof execute);
+          if (query) setExecuteFn(((a: ExecutionArgs) => query.query(a.rootValue, a.contextValue, a.variableValues)) as typeof execute);
         },
       });
       addPlugin(compiledErrorsLocated);
     },
   };
-}
-
-function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
-  return typeof (value as Promise<T> | undefined)?.then === 'function';
 }
 
 /**
