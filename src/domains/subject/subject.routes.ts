@@ -147,20 +147,19 @@ async function writeSubjectPage(ctx: Context, v: RestSubjectsQueryVariables): Pr
   // Coerced as execution coerces them: every list is a list.
   const page = await listSubjectPage(ctx, v as SubjectListInput, v as PageArgs);
   const [total, config] = await Promise.all([page.totalCount(), subjectConfig(ctx)]);
-  // Per field, serialised once: what opens its entry (its descriptor), and what precedes each value text.
+  // Per field, serialised once: what opens its entry (its descriptor; first in a subject's list or after
+  // another), and what precedes each value text (a single value's with its key).
   const heads = new Map(
-    config.fields.map((f) => [
-      f,
-      {
-        open: `{"Field":${JSON.stringify({ Key: f.key, Name: f.name, Type: f.type, Required: f.required, IsArray: f.isArray })}`,
-        value: `{"DataType":${JSON.stringify(f.dataType)},"ValueText":`,
-      },
-    ]),
+    config.fields.map((f) => {
+      const open = `{"Field":${JSON.stringify({ Key: f.key, Name: f.name, Type: f.type, Required: f.required, IsArray: f.isArray })}`;
+      const value = `{"DataType":${JSON.stringify(f.dataType)},"ValueText":`;
+      return [f, { open, openNext: `,${open}`, single: `,"Value":${value}`, value, valueNext: `,${value}` }];
+    }),
   );
   const info = page.pageInfo;
   // The answer's pieces in order, joined once: no intermediate text is built and copied again. The array is
-  // sized for the usual page up front (about six pieces a value), not grown and copied as it fills.
-  const out = new Array<string>(8 + page.edges.length * (8 + 6 * config.fields.length));
+  // sized for the usual page up front (about four pieces a value), not grown and copied as it fills.
+  const out = new Array<string>(8 + page.edges.length * (8 + 5 * config.fields.length));
   let n = 0;
   out[n++] =
     `{"PageInfo":{"HasNextPage":${info.hasNextPage},"HasPreviousPage":${info.hasPreviousPage},` +
@@ -174,23 +173,22 @@ async function writeSubjectPage(ctx: Context, v: RestSubjectsQueryVariables): Pr
     out[n++] = ',"ExternalId":';
     out[n++] = JSON.stringify(node.external_id);
     out[n++] = ',"CustomFieldValues":[';
-    let separator = '';
+    let first = true;
     forEachFieldValue(config.fields, node.values, (def, stored) => {
-      const { open, value } = heads.get(def)!;
-      out[n++] = separator + open;
-      separator = ',';
+      const { open, openNext, single, value, valueNext } = heads.get(def)!;
+      out[n++] = first ? open : openNext;
+      first = false;
       // toRestSubject's `isArray ? values : values[0]`: a single value with none stored has no Value key.
       if (def.isArray) {
         out[n++] = ',"Value":[';
         for (let i = 0; i < stored.length; i++) {
-          out[n++] = i > 0 ? `,${value}` : value;
+          out[n++] = i > 0 ? valueNext : value;
           out[n++] = JSON.stringify(valueText(def.dataType, stored[i]!));
           out[n++] = '}';
         }
         out[n++] = ']}';
       } else if (stored.length > 0) {
-        out[n++] = ',"Value":';
-        out[n++] = value;
+        out[n++] = single;
         out[n++] = JSON.stringify(valueText(def.dataType, stored[0]!));
         out[n++] = '}}';
       } else out[n++] = '}';
