@@ -5,6 +5,9 @@
  * core); then its profile is summarised: CPU per request (the process's user + system time over the
  * measured run), the busy time by layer (HTTP and Express, GraphQL execution, pg, Kysely, JSON, GC, ...)
  * and the functions with the most self time. Start-up and idle samples are left out of the shares.
+ * A second run of 5 s under V8's sampling heap profiler (through the inspector, counting what the
+ * collector has freed too; its own run, as its stack walks cost CPU) gives the bytes a request allocates
+ * and the functions that allocate most: what the collector's share comes from.
  *
  *   npm run bench:profile                                       # PGlite; DATABASE_URL=… for PostgreSQL
  *   BENCH_PROFILE_SCENARIOS=rest-list,gql-20-same npm run bench:profile
@@ -14,11 +17,12 @@
  * BENCH_KEEP=1 the .cpuprofile files stay in the printed work directory (open them in Chrome's DevTools).
  */
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import WebSocket from 'ws';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { runLoad } from './load.js';
-import { cpuMs, drain, makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
+import { cpuMs, drain, freePort, makeWorkDir, onCleanup, pinSelf, runMain } from './processes.js';
 import { type Scenario, LIST_SCENARIOS, buildScenarios } from './scenarios.js';
 import { machineFacts, writeReport } from './report.js';
 import { createBenchDatabase, seedTenant } from './seed.js';
@@ -31,6 +35,8 @@ const WARMUP = envNumber('BENCH_WARMUP', 3);
 const CONNECTIONS = Math.floor(envNumber('BENCH_CONNECTIONS', 32));
 const ONLY = (process.env['BENCH_PROFILE_SCENARIOS'] || LIST_SCENARIOS.join(',')).split(',').map((s) => s.trim());
 const TOP_FUNCTIONS = 15;
+/** Seconds of the allocation-sampled run that follows each measured one. */
+const ALLOCATION_RUN = 5;
 
 interface CallFrame {
   functionName: string;
@@ -85,6 +91,12 @@ function packageOf(url: string): string | undefined {
   return /node_modules\/((?:@[^/]+\/)?[^/]+)\/(?!.*node_modules\/)/.exec(url)?.[1];
 }
 
+/** A function as the tables name it: its name, and its file (package-relative or dist-relative) and line. */
+function functionName(f: CallFrame): string {
+  const where = f.url ? `${f.url.replace(/^.*node_modules\//, '').replace(/^.*\/dist\//, '')}:${f.lineNumber + 1}` : 'native';
+  return `${f.functionName || '(anonymous)'} ${where}`;
+}
+
 interface Summary {
   /** Busy milliseconds in the profile, start-up and idle left out. */
   busyMs: number;
@@ -107,8 +119,7 @@ export function summarise(profile: CpuProfile): Summary {
     if (layer.startsWith('start-up')) return;
     busy += dt;
     byLayer.set(layer, (byLayer.get(layer) ?? 0) + dt);
-    const where = f.url ? `${f.url.replace(/^.*node_modules\//, '').replace(/^.*\/dist\//, '')}:${f.lineNumber + 1}` : 'native';
-    const name = `${f.functionName || '(anonymous)'} ${where}`;
+    const name = functionName(f);
     byFunction.set(name, (byFunction.get(name) ?? 0) + dt);
   });
   const shares = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]).map(([k, t]) => ({ k, share: busy > 0 ? t / busy : 0 }));
@@ -121,6 +132,62 @@ export function summarise(profile: CpuProfile): Summary {
   };
 }
 
+interface SamplingNode {
+  callFrame: CallFrame;
+  selfSize: number;
+  children: SamplingNode[];
+}
+
+/** The bytes allocated over a run, and the functions that allocated most (their own allocations). */
+interface Allocations {
+  bytes: number;
+  functions: { name: string; bytes: number }[];
+}
+
+/**
+ * Starts V8's sampling heap profiler in the process whose inspector listens on `port`, counting objects
+ * the collector has already freed as well (Node's `--heap-prof` keeps only what is still alive); `stop`
+ * ends it and sums the samples by allocating function.
+ */
+async function sampleAllocations(port: number): Promise<{ stop(): Promise<Allocations> }> {
+  const targets = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as { webSocketDebuggerUrl: string }[];
+  const ws = new WebSocket(targets[0]!.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+  const pending = new Map<number, (result: unknown) => void>();
+  ws.on('message', (data) => {
+    const message = JSON.parse(String(data)) as { id?: number; result?: unknown };
+    if (message.id !== undefined) pending.get(message.id)?.(message.result);
+  });
+  let id = 0;
+  const send = (method: string, params: object = {}) =>
+    new Promise<unknown>((resolve) => {
+      pending.set(++id, resolve);
+      ws.send(JSON.stringify({ id, method, params }));
+    });
+  await send('HeapProfiler.enable');
+  await send('HeapProfiler.startSampling', {
+    samplingInterval: 16_384,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  return {
+    async stop() {
+      const { profile } = (await send('HeapProfiler.stopSampling')) as { profile: { head: SamplingNode } };
+      ws.close();
+      const byFunction = new Map<string, number>();
+      let bytes = 0;
+      const visit = (n: SamplingNode) => {
+        bytes += n.selfSize;
+        if (n.selfSize > 0) byFunction.set(functionName(n.callFrame), (byFunction.get(functionName(n.callFrame)) ?? 0) + n.selfSize);
+        n.children.forEach(visit);
+      };
+      visit(profile.head);
+      const functions = [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, TOP_FUNCTIONS);
+      return { bytes, functions: functions.map(([name, b]) => ({ name, bytes: b })) };
+    },
+  };
+}
+
 interface ProfiledScenario {
   id: string;
   title: string;
@@ -128,6 +195,9 @@ interface ProfiledScenario {
   p50: number;
   p99: number;
   cpuMsPerRequest: number;
+  /** Bytes allocated per request over the measured run (sampled), and the functions allocating most. */
+  allocatedKbPerRequest: number;
+  allocations: { name: string; kbPerRequest: number }[];
   /** Kept with BENCH_KEEP. */
   profileFile?: string;
   summary: Summary;
@@ -158,7 +228,8 @@ await runMain('profile', async () => {
   const results: ProfiledScenario[] = [];
   for (const sc of scenarios) {
     const dir = path.join(workDir, sc.id);
-    const profiled = start.replace(/^node /, `node --cpu-prof --cpu-prof-dir=${dir} `);
+    const inspector = await freePort();
+    const profiled = start.replace(/^node /, `node --cpu-prof --cpu-prof-dir=${dir} --inspect=127.0.0.1:${inspector} `);
     const svc = await startService(profiled, bench, { name: `service (${sc.id})`, logFile: path.join(workDir, `${sc.id}.log`) });
     const headers = {
       ...(await bearer(svc.url, TENANT_KEY, CLIENT)),
@@ -171,6 +242,12 @@ await runMain('profile', async () => {
     const before = cpuMs(svc.pid);
     const load = await runLoad({ ...spec, ...(sc.body ? { body: sc.body } : {}), durationSec: DURATION, warmupSec: 0 }, opts);
     const cpu = cpuMs(svc.pid) - before;
+    // Allocations over a run of their own: the sampler's stack walks would count in the CPU above.
+    await drain(svc.url);
+    const sampling = await sampleAllocations(inspector);
+    const sampled = await runLoad({ ...spec, ...(sc.body ? { body: sc.body } : {}), durationSec: ALLOCATION_RUN, warmupSec: 0 }, opts);
+    const allocations = await sampling.stop();
+    const sampledRequests = Math.max(1, sampled.requests);
     // SIGTERM to node itself (the group's `sh` would end first, and the group's stop then kills what is
     // left): the service drains and exits, and Node writes the profile on the way out.
     process.kill(svc.pid, 'SIGTERM');
@@ -187,10 +264,14 @@ await runMain('profile', async () => {
       p50: load.p50,
       p99: load.p99,
       cpuMsPerRequest: cpu / requests,
+      allocatedKbPerRequest: allocations.bytes / 1024 / sampledRequests,
+      allocations: allocations.functions.map((f) => ({ name: f.name, kbPerRequest: f.bytes / 1024 / sampledRequests })),
       ...(process.env['BENCH_KEEP'] ? { profileFile: path.join(dir, file) } : {}),
       summary,
     });
-    log(`${sc.id}: ${Math.round(load.rps)} req/s, ${(cpu / requests).toFixed(3)} ms CPU per request`);
+    log(
+      `${sc.id}: ${Math.round(load.rps)} req/s, ${(cpu / requests).toFixed(3)} ms CPU and ${(allocations.bytes / 1024 / sampledRequests).toFixed(0)} KB allocated per request`,
+    );
   }
 
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
@@ -199,12 +280,15 @@ await runMain('profile', async () => {
   console.log(`| --- | ${results.map(() => '--:').join(' | ')} |`);
   console.log(`| req/s | ${results.map((r) => Math.round(r.rps)).join(' | ')} |`);
   console.log(`| CPU ms per request | ${results.map((r) => r.cpuMsPerRequest.toFixed(3)).join(' | ')} |`);
+  console.log(`| KB allocated per request | ${results.map((r) => r.allocatedKbPerRequest.toFixed(0)).join(' | ')} |`);
   for (const layer of layers) {
     console.log(`| ${layer} | ${results.map((r) => pct(r.summary.layers.find((l) => l.layer === layer)?.share ?? 0)).join(' | ')} |`);
   }
   for (const r of results) {
     console.log(`\n${r.title} (${r.id}): the functions with the most self time\n`);
     for (const f of r.summary.functions) console.log(`  ${pct(f.share).padStart(6)}  ${f.name}`);
+    console.log(`\n${r.title} (${r.id}): the functions allocating most, KB per request\n`);
+    for (const a of r.allocations) console.log(`  ${a.kbPerRequest.toFixed(1).padStart(6)}  ${a.name}`);
   }
   const report = {
     date: new Date().toISOString().slice(0, 10),
