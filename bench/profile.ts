@@ -153,15 +153,25 @@ async function sampleAllocations(port: number): Promise<{ stop(): Promise<Alloca
   const targets = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as { webSocketDebuggerUrl: string }[];
   const ws = new WebSocket(targets[0]!.webSocketDebuggerUrl);
   await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
-  const pending = new Map<number, (result: unknown) => void>();
+  const pending = new Map<number, { resolve: (result: unknown) => void; reject: (e: Error) => void }>();
+  // A service that dies mid-run fails the commands waiting on it instead of leaving them hanging.
+  const failAll = (e: Error) => {
+    for (const p of pending.values()) p.reject(e);
+    pending.clear();
+  };
+  ws.on('error', failAll).on('close', () => failAll(new Error('the inspector closed its connection')));
   ws.on('message', (data) => {
-    const message = JSON.parse(String(data)) as { id?: number; result?: unknown };
-    if (message.id !== undefined) pending.get(message.id)?.(message.result);
+    const message = JSON.parse(String(data)) as { id?: number; result?: unknown; error?: { message: string } };
+    const waiting = message.id === undefined ? undefined : pending.get(message.id);
+    if (!waiting) return;
+    pending.delete(message.id!);
+    if (message.error) waiting.reject(new Error(`inspector: ${message.error.message}`));
+    else waiting.resolve(message.result);
   });
   let id = 0;
   const send = (method: string, params: object = {}) =>
-    new Promise<unknown>((resolve) => {
-      pending.set(++id, resolve);
+    new Promise<unknown>((resolve, reject) => {
+      pending.set(++id, { resolve, reject });
       ws.send(JSON.stringify({ id, method, params }));
     });
   await send('HeapProfiler.enable');
@@ -178,7 +188,8 @@ async function sampleAllocations(port: number): Promise<{ stop(): Promise<Alloca
       let bytes = 0;
       const visit = (n: SamplingNode) => {
         bytes += n.selfSize;
-        if (n.selfSize > 0) byFunction.set(functionName(n.callFrame), (byFunction.get(functionName(n.callFrame)) ?? 0) + n.selfSize);
+        const name = functionName(n.callFrame);
+        if (n.selfSize > 0) byFunction.set(name, (byFunction.get(name) ?? 0) + n.selfSize);
         n.children.forEach(visit);
       };
       visit(profile.head);
