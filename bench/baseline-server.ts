@@ -13,6 +13,7 @@ import { readFileSync } from 'node:fs';
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import { CompiledQuery } from 'kysely';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
+import { namedStatement } from '../src/db/prepared.js';
 import { type Expected, type ShapeConfig, type StructureTypeConfig, shapeAnswer } from './b1-shape.js';
 
 /** What each scenario answers (written by run.ts from the capture phase). */
@@ -25,8 +26,8 @@ export interface BaselineSpec {
       body: string;
       shape?: string;
       pageSize?: number;
-      /** The data statements B1 replays, in the service's order. */
-      statements?: { sql: string; parameters: unknown[] }[];
+      /** The data statements B1 replays, in the service's order; `named`: as the service runs it (P71). */
+      statements?: { sql: string; parameters: unknown[]; named?: boolean }[];
       expected: Expected;
     }
   >;
@@ -82,12 +83,13 @@ if (mode === 'b1') {
   const databaseUrl = process.env['DATABASE_URL'];
   const dataDir = process.env['DATA_DIR'];
   if (!databaseUrl && !dataDir) throw new Error('b1 needs DATABASE_URL or DATA_DIR');
-  // B1 replays data statements as the service runs them: unnamed (P71 names none of them).
+  // B1 replays data statements as the service runs them: named and prepared where the service names them
+  // (P71: the unfiltered subject page, P167), unnamed otherwise.
+  for (const s of Object.values(spec.scenarios)) for (const st of s.statements ?? []) if (st.named) namedStatement(st.sql);
   handle = await openDatabase({
     databaseUrl,
     dataDir: dataDir ?? '',
     poolSize: Number(process.env['BASELINE_POOL_SIZE'] ?? 10),
-    preparedStatements: false,
   });
   config = await loadShapeConfig(handle);
 }

@@ -15,6 +15,7 @@ import { createAppServer } from '../src/http/app-server.js';
 import { buildApp } from '../src/app/app.js';
 import { loadConfig } from '../src/core/config.js';
 import type { DatabaseHandle } from '../src/db/database.js';
+import { statementName } from '../src/db/prepared.js';
 import { type Scenario, type ScenarioContext, DATA_POINTS_PAGE, buildScenarios, upsertBody } from './scenarios.js';
 import { CLIENT, LEVELS, TENANT_KEY, employeeNumber, entityKey, sentSubjectValues } from './tenant-data.js';
 
@@ -37,6 +38,8 @@ export type StatementKind = 'data' | 'auth/config' | 'transaction' | 'write';
 export interface ClassifiedStatement extends Statement {
   tables: string[];
   kind: StatementKind;
+  /** The service runs it as a named, prepared statement on PostgreSQL (P71): B1 replays it so too. */
+  named: boolean;
 }
 
 export interface CapturedScenario {
@@ -101,7 +104,7 @@ export function classify(s: Statement): ClassifiedStatement {
   // A data version read on its own is the key of a cached TotalCount: part of reading the answer.
   else if (tables.some((t) => DATA_TABLES.has(t)) || /\bdata_version\b/.test(s.sql)) kind = 'data';
   else kind = 'auth/config';
-  return { ...s, parameters: [...s.parameters], tables, kind };
+  return { ...s, parameters: [...s.parameters], tables, kind, named: statementName(s.sql) !== undefined };
 }
 
 export interface CaptureResult {

@@ -248,7 +248,7 @@ async function main() {
                 ? {
                     shape: sc.shape,
                     pageSize: sc.pageSize ?? 20,
-                    statements: c.kept.map((s) => ({ sql: s.sql, parameters: [...s.parameters] })),
+                    statements: c.kept.map((s) => ({ sql: s.sql, parameters: [...s.parameters], named: s.named })),
                   }
                 : {}),
               expected: expectedOf(c),

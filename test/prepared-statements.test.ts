@@ -2,9 +2,10 @@ import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, type TestApp, createTenant, startApp } from './helpers.js';
 
-// P71: on PostgreSQL, authentication and subject writes run as named, prepared statements. PostgreSQL
-// only (vitest.config.ts leaves this file out without DATABASE_URL): PGlite's pool is not wrapped, and
-// pg_prepared_statements shows only what a session prepared itself.
+// P71: on PostgreSQL, authentication, subject writes and the unfiltered first page of subjects (P167) run
+// as named, prepared statements. PostgreSQL only (vitest.config.ts leaves this file out without
+// DATABASE_URL): PGlite's pool is not wrapped, and pg_prepared_statements shows only what a session
+// prepared itself.
 
 const UPSERT = '/api/v2/messaging/subject';
 const sv = (key: string, type: string, value: unknown) => ({ Key: key, Value: { [type]: { Value: value } } });
@@ -70,12 +71,58 @@ describe('prepared statements (P71)', () => {
     expect(all.some((s) => /from "client"/i.test(s) && /"tenant"\."data_version"/i.test(s))).toBe(true);
     expect(all.some((s) => /jsonb_build_object\('id', id, 'values', values, 'version', xmin::text\)/.test(s))).toBe(true);
     expect(all.some((s) => /^\s*WITH subj AS \(insert into "subject"/i.test(s))).toBe(true);
-    // A list's page is planned for its tenant and values every time: never prepared.
-    expect((await api.get('/api/v2/subject?First=5')).status).toBe(200);
-    const after = (await preparedOnEveryConnection()).flat();
-    expect(after.some((s) => /subject_value|"s"\."values"/.test(s) && /limit/i.test(s))).toBe(false);
     // Per connection, a handful: the fixed statements of the code, not one per request.
     for (const statements of perConnection) expect(statements.length).toBeLessThanOrEqual(8);
+  });
+
+  // P167
+  it("an unfiltered first page of subjects in a field's order is prepared with its page size in its text; by id, behind a cursor, filtered or searched it is not", async () => {
+    const first = await api.get('/api/v2/subject?First=5');
+    expect(first.status).toBe(200);
+    expect((await api.get(`/api/v2/subject?First=5&After=${first.body.PageInfo.EndCursor}`)).status).toBe(200);
+    expect((await api.get('/api/v2/subject?First=5&customFieldValueFilter.values[fullName]=P%201')).status).toBe(200);
+    expect((await api.get('/api/v2/subject?First=5&SearchTerm=P')).status).toBe(200);
+    expect((await api.get('/api/v2/subject?First=5&OrderBy=Id')).status).toBe(200);
+    const pages = (await preparedOnEveryConnection()).flat().filter((s) => /"s"\."values"/.test(s));
+    expect(pages.length).toBeGreaterThan(0);
+    for (const page of pages) {
+      expect(page).toMatch(/"o"\."ordinal" = 0 .*limit 6$/);
+      expect(page).not.toMatch(/"o"\."sort_key", "o"\."subject_id"\) [<>]|md5|similarity/);
+    }
+  });
+
+  // P167: prepared, it runs one generic plan for every tenant; that plan must be the ordered index read.
+  it("a prepared page's generic plan reads the order's index, with no scan of the table and no sort", async () => {
+    expect((await api.get('/api/v2/subject?First=20&OrderBy=fullName')).status).toBe(200);
+    expect((await api.get('/api/v2/subject?First=20&OrderBy=fullName&OrderDirection=Descending')).status).toBe(200);
+    // By id the generic plan would follow the statistics (an index read and a sort for small tenants): unnamed.
+    expect((await api.get('/api/v2/subject?First=20&OrderBy=Id')).status).toBe(200);
+    const pages = [...new Set((await preparedOnEveryConnection()).flat().filter((s) => /"s"\."values"/.test(s) && /limit 21$/.test(s)))];
+    expect(pages).toHaveLength(2);
+    expect(pages.every((p) => /"o"\."sort_key" (ASC|DESC)/.test(p))).toBe(true);
+    const tenantId = (await sql<{ id: string }>`SELECT id FROM tenant LIMIT 1`.execute(app.handle.db)).rows[0]!.id;
+    await app.handle.db.connection().execute(async (c) => {
+      await sql`SET plan_cache_mode = force_generic_plan`.execute(c);
+      try {
+        for (const [i, page] of pages.entries()) {
+          await sql.raw(`PREPARE p167_${i} AS ${page}`).execute(c);
+          const types = (
+            await sql<{ t: string[] }>`SELECT parameter_types::text[] AS t FROM pg_prepared_statements WHERE name = ${`p167_${i}`}`.execute(
+              c,
+            )
+          ).rows[0]!.t;
+          const args = types.map((t) => (t === 'uuid' ? `'${tenantId}'` : `'fullName'`)).join(', ');
+          const plan = JSON.stringify(
+            (await sql.raw<Record<string, unknown>>(`EXPLAIN (FORMAT JSON) EXECUTE p167_${i}(${args})`).execute(c)).rows,
+          );
+          expect(plan).toMatch(/Index (Only )?Scan/);
+          expect(plan).not.toMatch(/Seq Scan|"Sort"|Gather/);
+          await sql.raw(`DEALLOCATE p167_${i}`).execute(c);
+        }
+      } finally {
+        await sql`RESET plan_cache_mode`.execute(c);
+      }
+    });
   });
 
   it('a column added to subject while statements are prepared (a rolling deploy) fails no write and replaces no connection', async () => {
@@ -97,8 +144,10 @@ describe('prepared statements (P71)', () => {
     }
   });
 
-  it('a column whose type changes under a prepared statement fails no write: it runs unnamed once, and the connection is replaced', async () => {
+  it('a column whose type changes under a prepared statement fails no write or page: it runs unnamed once, and the connection is replaced', async () => {
     expect(await upsertMany(300, 10)).toEqual(Array(10).fill(201));
+    const firstPage = async () => (await api.get('/api/v2/subject?First=7')).status;
+    expect(await Promise.all(Array.from({ length: 10 }, firstPage))).toEqual(Array(10).fill(200));
     // The statement's result type changes (text → varchar): PostgreSQL refuses the prepared one (0A000).
     const before = await backends();
     await sql`ALTER TABLE subject ALTER COLUMN external_id TYPE varchar(2000)`.execute(app.handle.db);
@@ -106,6 +155,8 @@ describe('prepared statements (P71)', () => {
       for (let round = 0; round < 3; round++) {
         expect(await upsertMany(400 + round * 10, 10)).toEqual(Array(10).fill(201));
         expect(await upsertMany(300, 10, `Round ${round}`)).toEqual(Array(10).fill(200));
+        // The page selects external_id too: its prepared form is refused and it runs again unnamed (P167).
+        expect(await Promise.all(Array.from({ length: 10 }, firstPage))).toEqual(Array(10).fill(200));
       }
       // The connections that held the refused statement were replaced, and the new ones prepared it afresh.
       const after = await backends();

@@ -2,6 +2,7 @@ import { type CompiledQuery, type Expression, type SelectQueryBuilder, type SqlB
 import { LRUCache } from 'lru-cache';
 import { validDate } from '../core/dates.js';
 import { ValidationError } from '../core/errors.js';
+import { namedStatement } from './prepared.js';
 import type { Db } from './tables.js';
 
 /** D6: page size when neither first nor last is given, and the bound on both. */
@@ -207,6 +208,12 @@ export interface PageTemplate<Row> {
   shape: string;
   values: Record<string, unknown>;
   build(values: Record<string, unknown>): PageParts<Row>;
+  /**
+   * Its first page runs named and prepared (P71, P167), its page size written into its text: only for a
+   * shape whose generic plan is right for every tenant and value, whatever the statistics say of an
+   * average tenant, as an ordered read of an index holding every column the order needs is.
+   */
+  prepared?: boolean;
 }
 
 interface CompiledPage {
@@ -222,11 +229,15 @@ interface CompiledPage {
 export class PageTemplates {
   private readonly compiled = new LRUCache<string, CompiledPage>({ max: 500 });
 
-  /** The page statement of `key` with `values`, compiled from `build(placeholders)` the first time. */
+  /**
+   * The page statement of `key` with `values`, compiled from `build(placeholders)` the first time; with
+   * `named`, marked to run as a named statement.
+   */
   statement<Row>(
     key: string,
     values: Record<string, unknown>,
     build: (values: Record<string, unknown>) => SelectQueryBuilder<any, any, Row>, // eslint-disable-line @typescript-eslint/no-explicit-any
+    named: boolean,
   ): CompiledQuery<Row> {
     let page = this.compiled.get(key);
     if (!page) {
@@ -240,6 +251,7 @@ export class PageTemplates {
       // A placeholder that did not come out as a parameter was read or folded into the text.
       if (query.sql.includes('\u0000') || query.parameters.some((p) => typeof p === 'string' && p.includes('\u0000') && !byMark.has(p)))
         throw new Error(`PageTemplates: shape '${key}' must bind every value as a parameter`);
+      if (named) namedStatement(query.sql);
       this.compiled.set(key, (page = { query, slots }));
     }
     return {
@@ -347,21 +359,22 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
     // The cursors' presence and whether their values are null choose the SQL; their values, and the OrderBy's
     // name (which only the cursors carry), do not.
     const cursorShape = (p: Position | null) => (p === null ? '-' : p.v === null ? 'n' : 'v');
-    const key = [template.shape, list, cursorShape(after), cursorShape(before), fromEnd, descending].join('\u0001');
-    const values = {
-      ...template.values,
-      __afterV: after?.v,
-      __afterI: after?.i,
-      __beforeV: before?.v,
-      __beforeI: before?.i,
-      __limit: size + 1,
-    };
-    const statement = opts.templates.statement(key, values, (v) =>
-      pageStatement(template.build(v), {
-        after: after && { v: after.v === null ? null : (v['__afterV'] as string), i: v['__afterI'] as string },
-        before: before && { v: before.v === null ? null : (v['__beforeV'] as string), i: v['__beforeI'] as string },
-        limit: v['__limit'],
-      }),
+    // A prepared statement's generic plan is made without its values: the page size is written into the
+    // text, so the plan is the ordered index read a LIMIT of that size calls for (a parameter is planned as
+    // a tenth of the rows: a sort of all of them, P167). A page behind a cursor also asks whether anything
+    // lies behind it, a probe whose generic plan can be a scan of every tenant's rows: it stays unnamed.
+    const key = [template.shape, list, cursorShape(after), cursorShape(before), fromEnd, descending, size].join('\u0001');
+    const values = { ...template.values, __afterV: after?.v, __afterI: after?.i, __beforeV: before?.v, __beforeI: before?.i };
+    const statement = opts.templates.statement(
+      key,
+      values,
+      (v) =>
+        pageStatement(template.build(v), {
+          after: after && { v: after.v === null ? null : (v['__afterV'] as string), i: v['__afterI'] as string },
+          before: before && { v: before.v === null ? null : (v['__beforeV'] as string), i: v['__beforeI'] as string },
+          limit: sql.lit(size + 1),
+        }),
+      template.prepared === true && !after && !before,
     );
     rows = (await template.db.executeQuery(statement)).rows as PageRow[];
   } else {

@@ -55,6 +55,11 @@ export async function findSubjectFieldKeys(db: Db, tenantId: string): Promise<st
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/**
+ * A field's first value, the one the sort index holds (`WHERE ordinal = 0`), written into the text: a
+ * prepared statement's generic plan can use that partial index only for a constant (P167).
+ */
+const FIRST = sql.lit(0);
 /** Whether `s` is a UUID: anything else names no subject (and would fail a uuid comparison). */
 export const isUuid = (s: string) => UUID.test(s);
 
@@ -581,12 +586,20 @@ export async function pageSubjects(
         .where('o.value_text', '=', text) as unknown as typeof query;
     } else if (field !== undefined) {
       query = query.innerJoin('subject_value as o', (j) =>
-        j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', field).on('o.ordinal', '=', 0),
+        j
+          .onRef('o.tenant_id', '=', 's.tenant_id')
+          .onRef('o.subject_id', '=', 's.id')
+          .on('o.field_key', '=', field)
+          .on('o.ordinal', '=', FIRST),
       ) as unknown as typeof query;
     }
     const probeQuery =
       unfiltered && field !== undefined
-        ? db.selectFrom('subject_value as o').where('o.tenant_id', '=', tenant).where('o.field_key', '=', field).where('o.ordinal', '=', 0)
+        ? db
+            .selectFrom('subject_value as o')
+            .where('o.tenant_id', '=', tenant)
+            .where('o.field_key', '=', field)
+            .where('o.ordinal', '=', FIRST)
         : undefined;
     return {
       query,
@@ -607,9 +620,15 @@ export async function pageSubjects(
   };
   const v = { tenant: tenantId, field: orderField };
   // Unfiltered, the statement's text depends only on the order: built and compiled once per shape
-  // (issue 35). Filters bind lists of any length; those pages are built each time.
+  // (issue 35). Ordered by a field, a first page reads the sort index alone, in order, whatever the
+  // tenant's size: prepared (P167). By id, a generic plan made for a small average tenant sorts a large
+  // one's rows. Filters bind lists of any length, and are planned for their values: built each time.
   return unfiltered
-    ? paginate<SubjectRow>({ ...common, template: { db, shape: `subject:${order.by}`, values: v, build }, templates: caches.pages })
+    ? paginate<SubjectRow>({
+        ...common,
+        template: { db, shape: `subject:${order.by}`, values: v, build, prepared: order.by === 'field' },
+        templates: caches.pages,
+      })
     : paginate<SubjectRow>({ ...common, ...build(v) });
 }
 
