@@ -149,20 +149,28 @@ describe('query count (D11, issue 8)', () => {
   });
 
   // P163: the page statement's template is compiled once per shape, for every tenant.
+  // P167
   it("compiles an unfiltered list's page statement once per shape: later pages run it with their own values (issue 35)", async () => {
     const page1 = await api.get('/api/v2/subject?First=10');
     const page2 = await api.get(`/api/v2/subject?First=10&After=${encodeURIComponent(page1.body.PageInfo.EndCursor)}`);
     const cursor = page2.body.PageInfo.EndCursor;
     await api.get('/healthz');
     const before = { count: counter.count, compiled: counter.compiled };
-    const page3 = await api.get(`/api/v2/subject?First=15&After=${encodeURIComponent(cursor)}`);
+    const page3 = await api.get(`/api/v2/subject?First=10&After=${encodeURIComponent(cursor)}`);
     expect(page3.body.Edges.map((e: any) => e.Node.ExternalId)).toEqual(
-      Array.from({ length: 15 }, (_, i) => `E${String(20 + i).padStart(3, '0')}`),
+      Array.from({ length: 10 }, (_, i) => `E${String(20 + i).padStart(3, '0')}`),
     );
     expect({ statements: counter.count - before.count, compiled: counter.compiled - before.compiled }).toEqual({
       statements: 1,
       compiled: 0,
     });
+    // The page size is part of the text (P167: a prepared statement's plan must know it): another size is
+    // another shape, compiled once too.
+    const sized = async () => (await api.get(`/api/v2/subject?First=15&After=${encodeURIComponent(cursor)}`)).body.Edges.length;
+    expect(await sized()).toBe(15);
+    const once = counter.compiled;
+    expect(await sized()).toBe(15);
+    expect(counter.compiled - once).toBe(0);
     // Another tenant's list of the same shape runs the same statement.
     const other = await (await createTenant(app)).client();
     await other.post('/api/v2/messaging/subject', {
