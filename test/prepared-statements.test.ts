@@ -180,4 +180,16 @@ describe('prepared statements (P71)', () => {
       await plain.close();
     }
   });
+
+  // P167: page sizes are the client's choice; the pages they name leave room for P71's fixed statements.
+  // Last: it spends this instance's names for pages.
+  it('pages of 40 sizes name at most 24 statements, and a subject write after them still runs prepared', async () => {
+    const own = await (await createTenant(app)).client();
+    const sizes = Array.from({ length: 40 }, (_, i) => i + 30);
+    for (const n of sizes) expect((await own.get(`/api/v2/subject?First=${n}`)).status).toBe(200);
+    const pages = new Set((await preparedOnEveryConnection()).flat().filter((s) => /"s"\."values"/.test(s)));
+    expect([...pages].filter((s) => / limit (3[1-9]|[4-6]\d|70)$/.test(s)).length).toBeLessThanOrEqual(24);
+    expect((await own.post(UPSERT, { CustomFieldValues: person('W-1', 'After pages') })).status).toBe(201);
+    expect((await preparedOnEveryConnection()).flat().some((s) => /^\s*WITH subj AS \(insert into "subject"/i.test(s))).toBe(true);
+  });
 });

@@ -2,7 +2,7 @@ import { type CompiledQuery, type Expression, type SelectQueryBuilder, type SqlB
 import { LRUCache } from 'lru-cache';
 import { validDate } from '../core/dates.js';
 import { ValidationError } from '../core/errors.js';
-import { namedStatement } from './prepared.js';
+import { namedStatement, statementName } from './prepared.js';
 import type { Db } from './tables.js';
 
 /** D6: page size when neither first nor last is given, and the bound on both. */
@@ -222,16 +222,21 @@ interface CompiledPage {
   slots: ({ name: string } | { value: unknown })[];
 }
 
+/** At most this many page statements are named (P167), so the fixed ones of P71 always find a name. */
+const MAX_NAMED_PAGES = 24;
+
 /**
  * Compiled page statements by shape, one cache per instance (built by the app). Bounded: the shapes are
  * a list's orders and cursor directions, a few dozen.
  */
 export class PageTemplates {
   private readonly compiled = new LRUCache<string, CompiledPage>({ max: 500 });
+  /** Page statements named so far: a page size is a client's choice, so they may take only part of P71's names. */
+  private named = 0;
 
   /**
    * The page statement of `key` with `values`, compiled from `build(placeholders)` the first time; with
-   * `named`, marked to run as a named statement.
+   * `named`, marked to run as a named statement while fewer than MAX_NAMED_PAGES are.
    */
   statement<Row>(
     key: string,
@@ -251,7 +256,10 @@ export class PageTemplates {
       // A placeholder that did not come out as a parameter was read or folded into the text.
       if (query.sql.includes('\u0000') || query.parameters.some((p) => typeof p === 'string' && p.includes('\u0000') && !byMark.has(p)))
         throw new Error(`PageTemplates: shape '${key}' must bind every value as a parameter`);
-      if (named) namedStatement(query.sql);
+      if (named && statementName(query.sql) === undefined && this.named < MAX_NAMED_PAGES) {
+        namedStatement(query.sql);
+        this.named++;
+      }
       this.compiled.set(key, (page = { query, slots }));
     }
     return {
