@@ -227,7 +227,7 @@ const MAX_NAMED_PAGES = 24;
 
 /**
  * Compiled page statements by shape, one cache per instance (built by the app). Bounded: the shapes are
- * a list's orders and cursor directions, a few dozen.
+ * a list's orders, cursor directions and page sizes (the size is in the text, P167), a few dozen per size.
  */
 export class PageTemplates {
   private readonly compiled = new LRUCache<string, CompiledPage>({ max: 500 });
