@@ -181,6 +181,16 @@ function beyond(key: SortKey, p: Position, ahead: boolean): Expression<SqlBool> 
   return sql<SqlBool>`coalesce(${pred}, false)`;
 }
 
+/**
+ * `NOT beyond(key, p, ahead)`: `row` lies at `p` or on the other side of it. Where `beyond` is a row
+ * comparison, so is this, an index range condition even in a generic plan (P168); a negated one is not.
+ */
+function notBeyond(key: SortKey, p: Position, ahead: boolean): Expression<SqlBool> {
+  if (key.nullable || p.v === null) return sql<SqlBool>`NOT ${beyond(key, p, ahead)}`;
+  const op = sql.raw(ahead ? '<=' : '>=');
+  return sql<SqlBool>`((${key.value}, ${key.id}) ${op} (${cast(p.v, key.type)}, ${cast(p.i, key.idType)}))`;
+}
+
 /** The statements a list is paged over. */
 export interface PageParts<Row> {
   /** The filtered query (tenant and filters applied, row columns selected); no order, no limit. */
@@ -209,7 +219,7 @@ export interface PageTemplate<Row> {
   values: Record<string, unknown>;
   build(values: Record<string, unknown>): PageParts<Row>;
   /**
-   * Its first page runs named and prepared (P71, P167), its page size written into its text: only for a
+   * Its pages run named and prepared (P71, P167, P168), the page size written into the text: only for a
    * shape whose generic plan is right for every tenant and value, whatever the statistics say of an
    * average tenant, as an ordered read of an index holding every column the order needs is.
    */
@@ -330,30 +340,40 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
   const descending = args.orderDirection === 'DESCENDING';
   // "Ahead" in the requested direction is ascending-ahead unless descending.
   const ahead = (p: Position, forward: boolean) => beyond(sort, p, forward !== descending);
-  const notAhead = (p: Position) => sql<SqlBool>`NOT ${ahead(p, true)}`;
-  const notBehind = (p: Position) => sql<SqlBool>`NOT ${ahead(p, false)}`;
+  const notAhead = (p: Position) => notBeyond(sort, p, !descending);
+  const notBehind = (p: Position) => notBeyond(sort, p, descending);
   const probeOf = (parts: PageParts<Row>) => (pred: Expression<SqlBool>) =>
     (parts.probeQuery ?? parts.query.clearSelect())
       .select(sql`1`.as('one'))
       .where(pred)
-      .limit(1);
+      .limit(sql.lit(1));
 
   const scanDesc = descending !== fromEnd;
-  const pageStatement = (parts: PageParts<Row>, at: { after: Position | null; before: Position | null; limit: unknown }) => {
+  const dir = sql.raw(scanDesc ? 'DESC' : 'ASC');
+  const pageStatement = (
+    parts: PageParts<Row>,
+    at: { after: Position | null; before: Position | null; limit: unknown; prepared?: boolean },
+  ) => {
     const probe = probeOf(parts);
     // Whether anything lies behind the cursor the page starts from (a deep page's hasPreviousPage, or
-    // hasNextPage paging back): an uncorrelated EXISTS in the page's own statement, evaluated once, so a
+    // hasNextPage paging back): an uncorrelated subquery in the page's own statement, evaluated once, so a
     // deep page costs one round trip like the first (P48).
     const edge = !fromEnd ? at.after : at.before;
     let q = parts.query.select([
       sql<string | null>`cast(${sort.value} as text)`.as('__sv'),
       sql<string>`cast(${sort.id} as text)`.as('__id'),
     ]);
-    if (edge) q = q.select((eb) => eb.exists(probe(!fromEnd ? notAhead(edge) : notBehind(edge))).as('__edge'));
+    if (edge) {
+      const behind = probe(!fromEnd ? notAhead(edge) : notBehind(edge));
+      // A generic plan costs an EXISTS by its first row and may scan the table for it; a first row in the
+      // index's order can only be read from the index (P168).
+      q = at.prepared
+        ? q.select(sql<boolean>`${behind.orderBy(sql`${sort.value} ${dir}`).orderBy(sql`${sort.id} ${dir}`)} IS NOT NULL`.as('__edge'))
+        : q.select((eb) => eb.exists(behind).as('__edge'));
+    }
     if (parts.version) q = q.select(sql<string>`(${parts.version})`.as('__v'));
     if (at.after) q = q.where(ahead(at.after, true));
     if (at.before) q = q.where(ahead(at.before, false));
-    const dir = sql.raw(scanDesc ? 'DESC' : 'ASC');
     return q
       .orderBy(sql`${sort.value} ${dir}`)
       .orderBy(sql`${sort.id} ${dir}`)
@@ -369,8 +389,9 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
     const cursorShape = (p: Position | null) => (p === null ? '-' : p.v === null ? 'n' : 'v');
     // A prepared statement's generic plan is made without its values: the page size is written into the
     // text, so the plan is the ordered index read a LIMIT of that size calls for (a parameter is planned as
-    // a tenth of the rows: a sort of all of them, P167). A page behind a cursor also asks whether anything
-    // lies behind it, a probe whose generic plan can be a scan of every tenant's rows: it stays unnamed.
+    // a tenth of the rows: a sort of all of them, P167). Behind a cursor of a nullable order the window and
+    // its probe are ORs of comparisons, no index range: those pages stay unnamed (P168).
+    const prepared = template.prepared === true && (!sort.nullable || (!after && !before));
     const key = [template.shape, list, cursorShape(after), cursorShape(before), fromEnd, descending, size].join('\u0001');
     const values = { ...template.values, __afterV: after?.v, __afterI: after?.i, __beforeV: before?.v, __beforeI: before?.i };
     const statement = opts.templates.statement(
@@ -381,8 +402,9 @@ export async function paginate<Row>(opts: PaginateOptions<Row>): Promise<Connect
           after: after && { v: after.v === null ? null : (v['__afterV'] as string), i: v['__afterI'] as string },
           before: before && { v: before.v === null ? null : (v['__beforeV'] as string), i: v['__beforeI'] as string },
           limit: sql.lit(size + 1),
+          prepared,
         }),
-      template.prepared === true && !after && !before,
+      prepared,
     );
     rows = (await template.db.executeQuery(statement)).rows as PageRow[];
   } else {

@@ -620,8 +620,8 @@ export async function pageSubjects(
   };
   const v = { tenant: tenantId, field: orderField };
   // Unfiltered, the statement's text depends only on the order: built and compiled once per shape
-  // (issue 35). Ordered by a field, a first page reads the sort index alone, in order, whatever the
-  // tenant's size: prepared (P167). By id, a generic plan made for a small average tenant sorts a large
+  // (issue 35). Ordered by a field, a page reads the sort index alone, in order, whatever the
+  // tenant's size: prepared (P167, P168). By id, a generic plan made for a small average tenant sorts a large
   // one's rows. Filters bind lists of any length, and are planned for their values: built each time.
   return unfiltered
     ? paginate<SubjectRow>({
