@@ -577,13 +577,15 @@ export async function pageSubjects(
       ) as unknown as typeof query;
     }
     if (byListKey) {
-      const text = only!.texts[0]!;
       query = query
         .innerJoin('subject_value as o', (j) =>
-          j.onRef('o.tenant_id', '=', 's.tenant_id').onRef('o.subject_id', '=', 's.id').on('o.field_key', '=', only!.key),
+          j
+            .onRef('o.tenant_id', '=', 's.tenant_id')
+            .onRef('o.subject_id', '=', 's.id')
+            .on('o.field_key', '=', v['valueKey'] as string),
         )
-        .where(sql<SqlBool>`md5(o.value_text) = ${md5Hex(text)}`)
-        .where('o.value_text', '=', text) as unknown as typeof query;
+        .where(sql<SqlBool>`md5(o.value_text) = ${v['valueMd5']}`)
+        .where('o.value_text', '=', v['valueText'] as string) as unknown as typeof query;
     } else if (field !== undefined) {
       query = query.innerJoin('subject_value as o', (j) =>
         j
@@ -618,15 +620,27 @@ export async function pageSubjects(
     sort: pageSort,
     args,
   };
-  const v = { tenant: tenantId, field: orderField };
+  const v = {
+    tenant: tenantId,
+    field: orderField,
+    ...(byListKey ? { valueKey: only!.key, valueText: only!.texts[0]!, valueMd5: md5Hex(only!.texts[0]!) } : {}),
+  };
   // Unfiltered, the statement's text depends only on the order: built and compiled once per shape
   // (issue 35). Ordered by a field, a page reads the sort index alone, in order, whatever the
   // tenant's size: prepared (P167, P168). By id, a generic plan made for a small average tenant sorts a large
-  // one's rows. Filters bind lists of any length, and are planned for their values: built each time.
-  return unfiltered
+  // one's rows. One value of a single-value field in ExternalId order reads the filter index in order
+  // (P169): prepared too. Other filters bind lists of any length, and are planned for their values: built each time.
+  const listKeyOnly = byListKey && !filters.entityKeys && !filters.searchTerm;
+  return unfiltered || listKeyOnly
     ? paginate<SubjectRow>({
         ...common,
-        template: { db, shape: `subject:${order.by}`, values: v, build, prepared: order.by === 'field' },
+        template: {
+          db,
+          shape: listKeyOnly ? 'subject:listKey' : `subject:${order.by}`,
+          values: v,
+          build,
+          prepared: listKeyOnly || order.by === 'field',
+        },
         templates: caches.pages,
       })
     : paginate<SubjectRow>({ ...common, ...build(v) });
