@@ -173,6 +173,49 @@ describe('prepared statements (P71)', () => {
     });
   });
 
+  // P170: after the test above, whose large tenant's statistics stand. Under small tenants' statistics the
+  // locations' generic plan read all of a tenant's locations when the ids were `= any($2)`.
+  it("the locations of a page's subjects are prepared, and their generic plan reads each subject's locations by key", async () => {
+    const page = await api.get('/api/v2/subject?First=3');
+    const one = await api.get(`/api/v2/subject/${page.body.Edges[0].Node.Id}`);
+    expect(one.status).toBe(200);
+    expect(one.body.StructuralEntities.map((e: any) => e.Key)).toEqual(['dept']);
+    const gql = await api.post('/graphql', {
+      query: '{ subjects(first: 3) { edges { node { structuralEntities { edges { node { key parent { key } } } } } } } }',
+    });
+    expect(gql.status).toBe(200);
+    expect(gql.body.data.subjects.edges.map((e: any) => e.node.structuralEntities.edges[0].node.key)).toEqual(['dept', 'dept', 'dept']);
+    const located = [...new Set((await preparedOnEveryConnection()).flat().filter((s) => /FROM subject_location l WHERE/.test(s)))];
+    expect(located).toHaveLength(1);
+    const tenantId = (await sql<{ id: string }>`SELECT id FROM tenant LIMIT 1`.execute(app.handle.db)).rows[0]!.id;
+    await app.handle.db.connection().execute(async (c) => {
+      await sql`SET plan_cache_mode = force_generic_plan`.execute(c);
+      try {
+        await sql.raw(`PREPARE p170 AS ${located[0]}`).execute(c);
+        const types = (
+          await sql<{ t: string[] }>`SELECT parameter_types::text[] AS t FROM pg_prepared_statements WHERE name = 'p170'`.execute(c)
+        ).rows[0]!.t;
+        const args = types.map((t) => (t === 'uuid[]' ? `ARRAY['${tenantId}']::uuid[]` : `'${tenantId}'`)).join(', ');
+        const plan = (await sql.raw<{ 'QUERY PLAN': any[] }>(`EXPLAIN (FORMAT JSON) EXECUTE p170(${args})`).execute(c)).rows[0]![
+          'QUERY PLAN'
+        ][0].Plan;
+        const reads: string[] = [];
+        const walk = (n: any) => {
+          if (n['Relation Name'] === 'subject_location')
+            reads.push(`${n['Node Type']}: ${n['Index Cond'] ?? n['Recheck Cond'] ?? n.Filter}`);
+          for (const child of n.Plans ?? []) walk(child);
+        };
+        walk(plan);
+        // One read of the location key per subject id, never of the tenant's locations.
+        expect(reads).toHaveLength(1);
+        expect(reads[0]).toMatch(/^Index (Only )?Scan: \(\(tenant_id = \$\d\) AND \(subject_id = ids\.id\)\)$/);
+        await sql`DEALLOCATE p170`.execute(c);
+      } finally {
+        await sql`RESET plan_cache_mode`.execute(c);
+      }
+    });
+  });
+
   it('a column added to subject while statements are prepared (a rolling deploy) fails no write and replaces no connection', async () => {
     expect(await upsertMany(100, 10)).toEqual(Array(10).fill(201));
     const before = await backends();

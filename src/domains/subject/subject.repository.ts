@@ -15,7 +15,7 @@ import {
 } from '../../db/tables.js';
 import { type Connection, type PageArgs, type PageParts, type PageTemplates, type SortKey, paginate } from '../../db/paging.js';
 import { matchScore, matchesTerm } from '../../db/search.js';
-import { preparedShapes } from '../../db/prepared.js';
+import { preparedQuery, preparedShapes } from '../../db/prepared.js';
 import { readDataVersion } from '../tenant/index.js';
 import { valueRows } from './subject-values.js';
 
@@ -364,6 +364,31 @@ export async function subjectsAfter(
   return q.orderBy('id').limit(limit).execute();
 }
 
+// Prepared (P71, P170): each id drives one read of the location key, so the generic plan cannot read all of
+// a tenant's locations, as it did with `subject_id = any(…)` planned from small tenants' statistics.
+// OFFSET 0 keeps the lateral subquery from being flattened into a join the planner may reorder.
+const locationsOf = preparedQuery(
+  (db: Db, tenantId: string, subjectIds: readonly string[]) => {
+    const columns = sql.join(ENTITY_COLUMNS.map((c) => sql.ref(`e.${c}`)));
+    const statement = sql<StructuralEntityRow & { subject_id: string | null }>`
+      WITH located AS MATERIALIZED (
+        SELECT ${columns}, l.subject_id
+        FROM unnest(${subjectIds}::uuid[]) AS ids(id)
+        CROSS JOIN LATERAL (
+          SELECT * FROM subject_location l WHERE l.tenant_id = ${tenantId} AND l.subject_id = ids.id OFFSET 0
+        ) l
+        JOIN structural_entity e ON e.tenant_id = l.tenant_id AND e.id = l.structural_entity_id
+      )
+      SELECT * FROM located
+      UNION ALL
+      SELECT ${columns}, null::uuid
+      FROM structural_entity e
+      WHERE e.tenant_id = ${tenantId} AND e.key IN (SELECT parent_key FROM located WHERE parent_key IS NOT NULL)`;
+    return { compile: () => statement.compile(db) };
+  },
+  { named: true },
+);
+
 /**
  * The locations of some subjects, and in the same statement the parents of those entities (rows with a
  * null `subject_id`): a page of subjects with `parent { ... }` costs no further query (P48).
@@ -374,23 +399,7 @@ export async function findLocations(
   subjectIds: readonly string[],
 ): Promise<(StructuralEntityRow & { subject_id: string | null })[]> {
   if (subjectIds.length === 0) return [];
-  const located = db
-    .selectFrom('subject_location as l')
-    .innerJoin('structural_entity as e', (j) => j.onRef('e.tenant_id', '=', 'l.tenant_id').onRef('e.id', '=', 'l.structural_entity_id'))
-    .where('l.tenant_id', '=', tenantId)
-    .where('l.subject_id', 'in', subjectIds);
-  return located
-    .select(qualified('e', ENTITY_COLUMNS))
-    .select((eb) => eb.ref('l.subject_id').$castTo<string | null>().as('subject_id'))
-    .unionAll(
-      db
-        .selectFrom('structural_entity as e')
-        .select(qualified('e', ENTITY_COLUMNS))
-        .select(sql<string | null>`null::uuid`.as('subject_id'))
-        .where('e.tenant_id', '=', tenantId)
-        .where('e.key', 'in', located.select('e.parent_key').where('e.parent_key', 'is not', null)),
-    )
-    .execute();
+  return locationsOf(db, tenantId, subjectIds);
 }
 
 /** Locates a subject at these entities; locations it has already are kept. */
