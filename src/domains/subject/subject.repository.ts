@@ -375,7 +375,8 @@ const locationsOf = preparedQuery(
         SELECT ${columns}, l.subject_id
         FROM unnest(${subjectIds}::uuid[]) AS ids(id)
         CROSS JOIN LATERAL (
-          SELECT * FROM subject_location l WHERE l.tenant_id = ${tenantId} AND l.subject_id = ids.id OFFSET 0
+          SELECT l.tenant_id, l.subject_id, l.structural_entity_id
+          FROM subject_location l WHERE l.tenant_id = ${tenantId} AND l.subject_id = ids.id OFFSET 0
         ) l
         JOIN structural_entity e ON e.tenant_id = l.tenant_id AND e.id = l.structural_entity_id
       )
